@@ -1,0 +1,512 @@
+"""Device profiles: SoCs and phones as data, loaded into frozen dataclasses and validated.
+
+A profile is a TOML file. Every table that holds figures has a ``sources`` sub-table naming,
+for each figure, where it comes from or why it is an assumption; the validator refuses a
+figure without one. The schema is documented in ``device_profiles/README.md``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swansim.errors import InputError
+
+PROFILE_DIR = Path(os.environ.get("SWANSIM_PROFILES", Path(__file__).resolve().parents[2] / "device_profiles"))
+AMBIENT = "ambient"
+TRIP_TYPES = ("active", "passive", "hot", "critical")
+DEVICE_KINDS = ("phone", "tablet", "board")
+THERMAL_GOVERNORS = ("step_wise", "power_allocator")
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Identical cores sharing one frequency domain (a cpufreq policy)."""
+
+    name: str
+    uarch: str
+    cpus: tuple[int, ...]
+    capacity_dmips_mhz: float
+    opp_freq_mhz: tuple[float, ...]
+    opp_voltage_mv: tuple[float, ...]
+    voltage_derived: bool
+    dyn_power_coeff_uw_mhz_v2: float
+    gemm_flop_per_cycle: float
+    vector_flop_per_cycle: float
+    scalar_ipc: float
+    leakage_mw_per_core: float
+    cluster_active_mw: float
+    l2_kib_per_core: float
+    # Vendor energy model (e.g. Pixel 6 "pixel-em"): busy power per CPU at each OPP, mW.
+    power_table_mw: tuple[float, ...] | None = None
+
+    @property
+    def fmax_mhz(self) -> float:
+        return self.opp_freq_mhz[-1]
+
+    @property
+    def fmin_mhz(self) -> float:
+        return self.opp_freq_mhz[0]
+
+    def voltage_v(self, freq_mhz: float) -> float:
+        """Voltage of the lowest OPP at or above ``freq_mhz`` (the OPP the domain runs at)."""
+        for f, v in zip(self.opp_freq_mhz, self.opp_voltage_mv):
+            if f >= freq_mhz - 1e-9:
+                return v / 1000.0
+        return self.opp_voltage_mv[-1] / 1000.0
+
+
+@dataclass(frozen=True)
+class TripPoint:
+    temp_c: float
+    kind: str
+    hysteresis_c: float
+
+
+@dataclass(frozen=True)
+class ThermalSpec:
+    """Thermal zone of the CPU: trips and governor, as in the device tree."""
+
+    governor: str
+    sensor_node: str
+    trips: tuple[TripPoint, ...]
+    polling_passive_ms: float
+    polling_idle_ms: float
+    sustainable_power_mw: float
+    switch_on_c: float
+    control_c: float
+
+
+@dataclass(frozen=True)
+class RCNetwork:
+    """Lumped thermal network: node heat capacities and thermal resistances between nodes."""
+
+    capacity_j_per_k: dict[str, float]
+    edges_k_per_w: tuple[tuple[str, str, float], ...]
+
+
+@dataclass(frozen=True)
+class SocSpec:
+    name: str
+    title: str
+    clusters: tuple[ClusterSpec, ...]
+    dram_bandwidth_gbps: float
+    dram_energy_pj_per_byte: float
+    soc_active_mw: float
+    l3_kib: float
+    leakage_ref_c: float
+    leakage_doubling_c: float
+    thermal: ThermalSpec
+    rc: RCNetwork
+    path: Path
+    kind: str = "soc"
+
+    @property
+    def n_cpus(self) -> int:
+        return sum(len(c.cpus) for c in self.clusters)
+
+    def cluster_of(self, cpu: int) -> ClusterSpec:
+        for c in self.clusters:
+            if cpu in c.cpus:
+                return c
+        raise KeyError(cpu)
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A phone, tablet or board: an SoC in a chassis with a battery, a display and cpusets."""
+
+    name: str
+    title: str
+    kind: str
+    soc: SocSpec
+    battery_capacity_mah: float | None
+    battery_voltage_v: float | None
+    display_refresh_hz: float
+    base_power_mw: float
+    screen_power_mw: float
+    ambient_c: float
+    cpusets: dict[str, tuple[int, ...]]
+    thermal: ThermalSpec
+    rc: RCNetwork
+    path: Path
+
+    @property
+    def battery_capacity_j(self) -> float | None:
+        if self.battery_capacity_mah is None:
+            return None
+        return self.battery_capacity_mah * 3.6 * self.battery_voltage_v
+
+
+# ---------------------------------------------------------------------------------------------
+# Field readers: each names the file and the dotted field on failure.
+
+
+class _Table:
+    """A TOML table with its file and dotted prefix, so every error can say where it is."""
+
+    def __init__(self, data: dict, path: Path, prefix: str, sourced: bool = True):
+        if not isinstance(data, dict):
+            raise InputError(path, prefix or "<root>", "expected a table")
+        self.data, self.path, self.prefix = data, path, prefix
+        self.sources = data.get("sources", {}) if sourced else None
+        if sourced and not isinstance(self.sources, dict):
+            raise InputError(path, self._f("sources"), "expected a table of field = \"source\"")
+
+    def _f(self, key: str) -> str:
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def err(self, key: str, reason: str) -> InputError:
+        return InputError(self.path, self._f(key), reason)
+
+    def _get(self, key: str, default: Any):
+        if key not in self.data:
+            if default is _REQUIRED:
+                raise self.err(key, "missing required field")
+            return default
+        return self.data[key]
+
+    def _need_source(self, key: str) -> None:
+        if self.sources is None:
+            return
+        src = self.sources.get(key)
+        if not isinstance(src, str) or not src.strip():
+            raise InputError(self.path, self._f(f"sources.{key}"),
+                             "every figure needs a source or 'assumption: <reason>'")
+
+    def str(self, key: str, default: Any = None, choices: tuple[str, ...] | None = None) -> str:
+        v = self._get(key, _REQUIRED if default is None else default)
+        if not isinstance(v, str) or not v:
+            raise self.err(key, f"expected a non-empty string, got {v!r}")
+        if choices and v not in choices:
+            raise self.err(key, f"{v!r} is not one of {', '.join(choices)}")
+        return v
+
+    def bool(self, key: str, default: bool | None = None) -> bool:
+        v = self._get(key, _REQUIRED if default is None else default)
+        if not isinstance(v, bool):
+            raise self.err(key, f"expected true or false, got {v!r}")
+        return v
+
+    def num(self, key: str, lo: float = 0.0, hi: float = math.inf, unit: str = "",
+            required: bool = True) -> float | None:
+        if key not in self.data:
+            if required:
+                raise self.err(key, "missing required field")
+            return None
+        v = self.data[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise self.err(key, f"expected a number, got {v!r}")
+        if v < lo:
+            raise self.err(key, f"{v} is below {lo} {unit}" + (" (negative)" if v < 0 else "")
+                           + (" - wrong unit?" if unit else ""))
+        if v > hi:
+            raise self.err(key, f"{v} is above {hi} {unit} - wrong unit?")
+        self._need_source(key)
+        return float(v)
+
+    def nums(self, key: str, lo: float, hi: float, unit: str, required: bool = True,
+             increasing: bool = False) -> tuple[float, ...] | None:
+        if key not in self.data:
+            if required:
+                raise self.err(key, "missing required field")
+            return None
+        v = self.data[key]
+        if not isinstance(v, list) or not v:
+            raise self.err(key, f"expected a non-empty list of numbers ({unit})")
+        for i, x in enumerate(v):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise self.err(f"{key}[{i}]", f"expected a number, got {x!r}")
+            if not lo <= x <= hi:
+                raise self.err(f"{key}[{i}]", f"{x} is outside {lo}..{hi} {unit}"
+                               + (" (negative)" if x < 0 else " - wrong unit?"))
+        if increasing:
+            for i in range(1, len(v)):
+                if v[i] <= v[i - 1]:
+                    raise self.err(f"{key}[{i}]", f"not strictly increasing ({v[i - 1]} then {v[i]})")
+        self._need_source(key)
+        return tuple(float(x) for x in v)
+
+    def ints(self, key: str, lo: int = 0, hi: int = 63) -> tuple[int, ...]:
+        v = self._get(key, _REQUIRED)
+        if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            raise self.err(key, f"expected a non-empty list of integers, got {v!r}")
+        if len(set(v)) != len(v) or any(not lo <= x <= hi for x in v):
+            raise self.err(key, f"cpu ids must be distinct integers in {lo}..{hi}, got {v!r}")
+        return tuple(v)
+
+    def sub(self, key: str, required: bool = True, sourced: bool = True) -> "_Table | None":
+        if key not in self.data:
+            if required:
+                raise self.err(key, "missing required table")
+            return None
+        return _Table(self.data[key], self.path, self._f(key), sourced)
+
+
+_REQUIRED = object()
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise InputError(path, "<file>", "no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(path, "<syntax>", f"not valid TOML: {e}") from None
+
+
+def _cluster(t: _Table) -> ClusterSpec:
+    freqs = t.nums("opp_freq_mhz", 10, 6000, "MHz", increasing=True)
+    volts = t.nums("opp_voltage_mv", 300, 1600, "mV")
+    if len(volts) != len(freqs):
+        raise t.err("opp_voltage_mv", f"has {len(volts)} entries but opp_freq_mhz has {len(freqs)}")
+    for i in range(1, len(volts)):
+        if volts[i] < volts[i - 1]:
+            raise t.err(f"opp_voltage_mv[{i}]", "voltage falls while frequency rises")
+    table = t.nums("power_table_mw", 0, 20000, "mW per CPU", required=False)
+    if table is not None and len(table) != len(freqs):
+        raise t.err("power_table_mw", f"has {len(table)} entries but opp_freq_mhz has {len(freqs)}")
+    return ClusterSpec(
+        name=t.str("name"), uarch=t.str("uarch"), cpus=t.ints("cpus"),
+        capacity_dmips_mhz=t.num("capacity_dmips_mhz", 1, 4096),
+        opp_freq_mhz=freqs, opp_voltage_mv=volts, voltage_derived=t.bool("voltage_derived"),
+        dyn_power_coeff_uw_mhz_v2=t.num("dyn_power_coeff_uw_mhz_v2", 1, 5000, "uW/MHz/V^2"),
+        gemm_flop_per_cycle=t.num("gemm_flop_per_cycle", 0.5, 128, "FLOP/cycle"),
+        vector_flop_per_cycle=t.num("vector_flop_per_cycle", 0.5, 128, "FLOP/cycle"),
+        scalar_ipc=t.num("scalar_ipc", 0.1, 10, "instructions/cycle"),
+        leakage_mw_per_core=t.num("leakage_mw_per_core", 0, 2000, "mW"),
+        cluster_active_mw=t.num("cluster_active_mw", 0, 5000, "mW"),
+        l2_kib_per_core=t.num("l2_kib_per_core", 16, 8192, "KiB"),
+        power_table_mw=table,
+    )
+
+
+def _thermal(t: _Table, base: ThermalSpec | None = None) -> ThermalSpec:
+    """Read a [thermal] table; with ``base``, fields present override the SoC's."""
+    def opt(name, reader):
+        return reader() if (base is None or name in t.data) else getattr(base, name)
+
+    def trips():
+        temps = t.nums("trip_c", -20, 200, "C", increasing=True)
+        kinds = t.data.get("trip_types")
+        hyst = t.nums("trip_hysteresis_c", 0, 50, "C")
+        if not isinstance(kinds, list) or len(kinds) != len(temps):
+            raise t.err("trip_types", f"expected a list of {len(temps)} of {', '.join(TRIP_TYPES)}")
+        for i, k in enumerate(kinds):
+            if k not in TRIP_TYPES:
+                raise t.err(f"trip_types[{i}]", f"{k!r} is not one of {', '.join(TRIP_TYPES)}")
+        if len(hyst) != len(temps):
+            raise t.err("trip_hysteresis_c", f"expected {len(temps)} entries")
+        return tuple(TripPoint(a, b, c) for a, b, c in zip(temps, kinds, hyst))
+
+    spec = ThermalSpec(
+        governor=opt("governor", lambda: t.str("governor", choices=THERMAL_GOVERNORS)),
+        sensor_node=opt("sensor_node", lambda: t.str("sensor_node")),
+        trips=opt("trips", trips) if base is None or "trip_c" in t.data else base.trips,
+        polling_passive_ms=opt("polling_passive_ms", lambda: t.num("polling_passive_ms", 1, 60000, "ms")),
+        polling_idle_ms=opt("polling_idle_ms", lambda: t.num("polling_idle_ms", 1, 60000, "ms")),
+        sustainable_power_mw=opt("sustainable_power_mw", lambda: t.num("sustainable_power_mw", 100, 50000, "mW")),
+        switch_on_c=opt("switch_on_c", lambda: t.num("switch_on_c", 0, 150, "C")),
+        control_c=opt("control_c", lambda: t.num("control_c", 0, 150, "C")),
+    )
+    if spec.switch_on_c >= spec.control_c:
+        raise t.err("switch_on_c", f"must be below control_c ({spec.control_c} C)")
+    return spec
+
+
+def _rc(t: _Table) -> RCNetwork:
+    caps_t = t.sub("capacity_j_per_k", sourced=False)
+    caps = {}
+    for k, v in caps_t.data.items():
+        if k == "sources":
+            continue
+        caps[k] = _positive(caps_t, k, v, "J/K")
+        t._need_source(f"capacity_j_per_k.{k}")
+    edges = []
+    raw = t.data.get("edges_k_per_w")
+    if not isinstance(raw, list):
+        raise t.err("edges_k_per_w", "expected a list of [node, node, resistance_k_per_w]")
+    for i, e in enumerate(raw):
+        if not (isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and isinstance(e[1], str)):
+            raise t.err(f"edges_k_per_w[{i}]", f"expected [node, node, K/W], got {e!r}")
+        r = e[2]
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not (0 < r < 1e4):
+            raise t.err(f"edges_k_per_w[{i}]", f"resistance must be a positive number of K/W, got {r!r}")
+        t._need_source(f"edges_k_per_w.{e[0]}-{e[1]}")
+        edges.append((e[0], e[1], float(r)))
+    return RCNetwork(caps, tuple(edges))
+
+
+def _positive(t: _Table, key: str, v: Any, unit: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise t.err(key, f"expected a positive number of {unit}, got {v!r}")
+    return float(v)
+
+
+def _check_rc(path: Path, rc: RCNetwork, heat_nodes: list[str]) -> None:
+    nodes = set(rc.capacity_j_per_k)
+    for a, b, _ in rc.edges_k_per_w:
+        for n in (a, b):
+            if n != AMBIENT and n not in nodes:
+                raise InputError(path, "thermal_rc.edges_k_per_w", f"unknown node {n!r} (nodes: {', '.join(sorted(nodes))})")
+    for n in heat_nodes:
+        if n not in nodes:
+            raise InputError(path, "thermal_rc.capacity_j_per_k", f"missing node {n!r}")
+    reach, frontier = {AMBIENT}, [AMBIENT]
+    while frontier:
+        x = frontier.pop()
+        for a, b, _ in rc.edges_k_per_w:
+            for p, q in ((a, b), (b, a)):
+                if p == x and q not in reach:
+                    reach.add(q)
+                    frontier.append(q)
+    lost = nodes - reach
+    if lost:
+        raise InputError(path, "thermal_rc.edges_k_per_w", f"nodes with no path to ambient: {', '.join(sorted(lost))}")
+
+
+def load_soc(path: Path) -> SocSpec:
+    path = Path(path)
+    t = _Table(_read_toml(path), path, "")
+    if "clusters" not in t.data or not isinstance(t.data["clusters"], list) or not t.data["clusters"]:
+        raise t.err("clusters", "missing: an SoC needs at least one [[clusters]] table")
+    clusters = []
+    for i, c in enumerate(t.data["clusters"]):
+        ct = _Table(c, path, f"clusters[{i}]")
+        if "opp_freq_mhz" not in c:
+            raise ct.err("opp_freq_mhz", "missing: a cluster needs an OPP table")
+        clusters.append(_cluster(ct))
+    cpus = [cpu for c in clusters for cpu in c.cpus]
+    if sorted(cpus) != list(range(len(cpus))):
+        raise t.err("clusters", f"cpu ids must be 0..{len(cpus) - 1} each once, got {sorted(cpus)}")
+    names = [c.name for c in clusters]
+    if len(set(names)) != len(names):
+        raise t.err("clusters", f"cluster names must be distinct, got {names}")
+    thermal = _thermal(t.sub("thermal"))
+    rc = _rc(t.sub("thermal_rc"))
+    _check_rc_partial(path, rc, names + ["soc"])
+    return SocSpec(
+        name=t.str("name"), title=t.str("title"), clusters=tuple(clusters),
+        dram_bandwidth_gbps=t.num("dram_bandwidth_gbps", 1, 500, "GB/s"),
+        dram_energy_pj_per_byte=t.num("dram_energy_pj_per_byte", 1, 1000, "pJ/byte"),
+        soc_active_mw=t.num("soc_active_mw", 0, 10000, "mW"),
+        l3_kib=t.num("l3_kib", 0, 65536, "KiB"),
+        leakage_ref_c=t.num("leakage_ref_c", -20, 120, "C"),
+        leakage_doubling_c=t.num("leakage_doubling_c", 5, 200, "C"),
+        thermal=thermal, rc=rc, path=path,
+    )
+
+
+def _check_rc_partial(path: Path, rc: RCNetwork, heat_nodes: list[str]) -> None:
+    for n in heat_nodes:
+        if n not in rc.capacity_j_per_k:
+            raise InputError(path, "thermal_rc.capacity_j_per_k", f"missing node {n!r}")
+
+
+def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None = None) -> DeviceSpec:
+    """Load a device file; ``soc_override`` puts another SoC in the same chassis."""
+    path = Path(path)
+    t = _Table(_read_toml(path), path, "")
+    soc_name = soc_override or t.str("soc")
+    if soc_name not in socs:
+        raise t.err("soc", f"unknown SoC {soc_name!r} (known: {', '.join(sorted(socs))})")
+    soc = socs[soc_name]
+    kind = t.str("kind", choices=DEVICE_KINDS)
+    has_battery = kind != "board"
+    cpusets = {}
+    cs = t.sub("cpusets")
+    for k, v in cs.data.items():
+        if k == "sources":
+            continue
+        ids = cs.ints(k, 0, soc.n_cpus - 1)
+        cs._need_source(k)
+        cpusets[k] = ids
+    if soc_override:
+        cpusets = _generic_cpusets(soc)
+    for need in ("top_app", "background"):
+        if need not in cpusets:
+            raise cs.err(need, "missing required cpuset")
+    th = t.sub("thermal", required=False)
+    thermal = _thermal(th, soc.thermal) if th else soc.thermal
+    rct = t.sub("thermal_rc")
+    own = _rc(rct)
+    rc = RCNetwork({**soc.rc.capacity_j_per_k, **own.capacity_j_per_k}, soc.rc.edges_k_per_w + own.edges_k_per_w)
+    _check_rc(path, rc, [c.name for c in soc.clusters] + ["soc", "board", "skin"] + (["battery"] if has_battery else []))
+    if thermal.sensor_node not in rc.capacity_j_per_k:
+        raise InputError(path, "thermal.sensor_node", f"unknown node {thermal.sensor_node!r}")
+    name, title = t.str("name"), t.str("title")
+    if soc_override:
+        name, title = soc.name, f"{soc.title} in a {title}"
+    return DeviceSpec(
+        name=name, title=title, kind=kind, soc=soc,
+        battery_capacity_mah=t.num("battery_capacity_mah", 100, 50000, "mAh", required=has_battery),
+        battery_voltage_v=t.num("battery_voltage_v", 1, 20, "V", required=has_battery),
+        display_refresh_hz=t.num("display_refresh_hz", 0, 240, "Hz"),
+        base_power_mw=t.num("base_power_mw", 0, 20000, "mW"),
+        screen_power_mw=t.num("screen_power_mw", 0, 20000, "mW"),
+        ambient_c=t.num("ambient_c", -20, 60, "C"),
+        cpusets=cpusets, thermal=thermal, rc=rc, path=path,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalogue
+
+
+@dataclass
+class Catalogue:
+    """All profiles under a directory: ``socs/*.toml`` and ``phones/*.toml``."""
+
+    root: Path = PROFILE_DIR
+    socs: dict[str, SocSpec] = field(default_factory=dict)
+    devices: dict[str, DeviceSpec] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, root: Path = PROFILE_DIR) -> "Catalogue":
+        root = Path(root)
+        cat = cls(root)
+        for p in sorted((root / "socs").glob("*.toml")):
+            s = load_soc(p)
+            cat._unique(s.name, p)
+            cat.socs[s.name] = s
+        for p in sorted((root / "phones").glob("*.toml")):
+            d = load_device(p, cat.socs)
+            cat._unique(d.name, p)
+            cat.devices[d.name] = d
+        return cat
+
+    def _unique(self, name: str, path: Path) -> None:
+        if name in self.socs or name in self.devices:
+            raise InputError(path, "name", f"{name!r} is already defined by another profile")
+
+    def device(self, name: str) -> DeviceSpec:
+        """A phone or board by name; an SoC name gives that SoC in the generic chassis."""
+        if name in self.devices:
+            return self.devices[name]
+        if name in self.socs:
+            return load_device(self.root / "phones" / "generic-phone.toml", self.socs, soc_override=name)
+        known = sorted(self.devices) + sorted(self.socs)
+        raise InputError("device_profiles", "device", f"unknown profile {name!r} (known: {', '.join(known)})")
+
+
+def _generic_cpusets(soc: SocSpec) -> dict[str, tuple[int, ...]]:
+    # Android's usual split: background work on the lowest-capacity cluster, apps anywhere.
+    little = min(soc.clusters, key=lambda c: c.capacity_dmips_mhz)
+    return {"top_app": tuple(range(soc.n_cpus)), "foreground": tuple(range(soc.n_cpus)), "background": little.cpus}
+
+
+def validate_paths(paths: list[Path], root: Path = PROFILE_DIR) -> list[str]:
+    """Validate the given files (SoC or device) against the catalogue; return their names."""
+    cat = Catalogue.load(root) if (Path(root) / "socs").is_dir() else Catalogue(Path(root))
+    names = []
+    for p in map(Path, paths):
+        data = _read_toml(p)
+        if "clusters" in data:
+            names.append(load_soc(p).name)
+        else:
+            names.append(load_device(p, cat.socs).name)
+    return names
