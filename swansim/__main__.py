@@ -1,0 +1,5 @@
+import sys
+
+from swansim.cli import main
+
+sys.exit(main())

@@ -1,0 +1,68 @@
+"""Lumped RC thermal network, integrated exactly for piecewise-constant power.
+
+    C dT/dt = -G (T - T_amb) + P
+
+G is the conductance Laplacian of the node graph plus each node's conductance to ambient.
+With power constant over an interval the solution is closed form:
+    T(t) = T_ss + exp(-M t) (T0 - T_ss),  M = C^-1 G,  T_ss = T_amb + G^-1 P.
+M is similar to the symmetric C^-1/2 G C^-1/2, so one `eigh` at construction gives
+exp(-M t) for any t as V diag(exp(-lambda t)) V^-1 with real, positive lambda.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from swansim.hw.profile import AMBIENT, RCNetwork
+
+
+class ThermalNetwork:
+    """Node temperatures of one device; `step(dt, power_w)` advances them exactly."""
+
+    def __init__(self, rc: RCNetwork, ambient_c: float):
+        self.nodes = tuple(rc.capacity_j_per_k)
+        self.index = {n: i for i, n in enumerate(self.nodes)}
+        n = len(self.nodes)
+        g = np.zeros((n, n))
+        for a, b, r in rc.edges_k_per_w:
+            k = 1.0 / r
+            ia, ib = self.index.get(a), self.index.get(b)
+            if ia is not None:
+                g[ia, ia] += k
+            if ib is not None:
+                g[ib, ib] += k
+            if ia is not None and ib is not None:
+                g[ia, ib] -= k
+                g[ib, ia] -= k
+        assert AMBIENT not in self.index
+        self.capacity_j_per_k = np.array([rc.capacity_j_per_k[x] for x in self.nodes])
+        self.conductance_w_per_k = g
+        self.ambient_c = ambient_c
+        s = 1.0 / np.sqrt(self.capacity_j_per_k)
+        lam, u = np.linalg.eigh(g * s[:, None] * s[None, :])
+        self.rates_per_s = lam  # 1/tau of each mode
+        self._v = s[:, None] * u  # M = V diag(lam) V^-1
+        self._v_inv = u.T / s[None, :]
+        self._g_inv = np.linalg.inv(g)
+        self.temp_c = np.full(n, float(ambient_c))
+
+    def steady_state_c(self, power_w: np.ndarray) -> np.ndarray:
+        return self.ambient_c + self._g_inv @ power_w
+
+    def step(self, dt_s: float, power_w: np.ndarray) -> None:
+        """Advance by ``dt_s`` with ``power_w`` (W per node) held constant."""
+        if dt_s <= 0:
+            return
+        tss = self.steady_state_c(power_w)
+        decay = np.exp(-self.rates_per_s * dt_s)
+        self.temp_c = tss + self._v @ (decay * (self._v_inv @ (self.temp_c - tss)))
+
+    def stored_heat_j(self) -> float:
+        """Heat stored above ambient, for energy-balance checks."""
+        return float(self.capacity_j_per_k @ (self.temp_c - self.ambient_c))
+
+    def heat_to_ambient_w(self) -> float:
+        """Instantaneous heat flow to ambient (sum over nodes of G_i,amb (T_i - T_amb))."""
+        return float(self.conductance_w_per_k.sum(axis=1) @ (self.temp_c - self.ambient_c))
+
+    def temp(self, node: str) -> float:
+        return float(self.temp_c[self.index[node]])

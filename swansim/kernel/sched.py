@@ -1,0 +1,243 @@
+"""Fluid processor sharing: the CPU scheduler as a piecewise-linear process.
+
+Between changes every runnable thread progresses at a constant rate
+    rate = f_core * speed[cluster] * weight / (sum of weights on its core)
+scaled down, for threads that move memory, so that the total DRAM traffic fits the SoC's
+bandwidth. A change is a thread starting or finishing work, an affinity or frequency change.
+At a change the scheduler (1) advances work and the platform's energy/thermal integrals to
+now, (2) re-places threads on cores, (3) recomputes rates and (4) arms one timer for the next
+completion. Changes at the same instant are coalesced into one replan, so an event is only
+ever a change, never a tick.
+
+Weights follow CFS (nice 0 = 1024, each nice step ~1.25x). Placement is pluggable: the
+default puts each unpinned thread, heaviest first, on the allowed core where it would get the
+most throughput (CFS load balancing with capacity awareness, like misfit migration on
+big.LITTLE); pinned threads stay where they are pinned.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable, Sequence
+
+import simpy
+
+from swansim.hw.platform import Platform
+
+# Linux kernel/sched/core.c sched_prio_to_weight, nice -20..19.
+NICE_TO_WEIGHT = (
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916,
+    9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277,
+    1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
+    110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
+)
+# A thread is done when less than this much of its time at its current rate is left.
+_DONE_EPS_S = 1e-12
+
+
+def nice_to_weight(nice: int) -> int:
+    if not -20 <= nice <= 19:
+        raise ValueError(f"nice must be in -20..19, got {nice}")
+    return NICE_TO_WEIGHT[nice + 20]
+
+
+class Thread:
+    """A schedulable thread: affinity, weight, and at most one piece of work at a time."""
+
+    __slots__ = ("tid", "name", "group", "weight", "affinity", "cpu", "remaining", "speed",
+                 "bytes_per_unit", "done", "rate", "cpu_time_s", "spinning")
+
+    def __init__(self, tid: int, name: str, group: str, weight: float, affinity: tuple[int, ...]):
+        self.tid, self.name, self.group, self.weight, self.affinity = tid, name, group, weight, affinity
+        self.cpu: int | None = None          # core it runs on while runnable
+        self.remaining = 0.0                 # work units left; 0 when sleeping
+        self.speed: Sequence[float] = ()     # work units per cycle, per cluster index
+        self.bytes_per_unit = 0.0            # DRAM bytes moved per work unit
+        self.done: simpy.Event | None = None
+        self.rate = 0.0                      # units/s at present
+        self.cpu_time_s = 0.0                # time runnable on a core (incl. shared time)
+        self.spinning = False                # busy-waiting: occupies its core, no progress
+
+    @property
+    def runnable(self) -> bool:
+        return self.done is not None or self.spinning
+
+    def __repr__(self) -> str:
+        return f"Thread({self.name}, cpu={self.cpu}, remaining={self.remaining:.3g})"
+
+
+Placement = Callable[["Scheduler", list[Thread]], None]
+
+
+def place_for_throughput(sched: "Scheduler", threads: list[Thread]) -> None:
+    """Pinned threads stay put; the others go, heaviest first, where they get most throughput."""
+    load = [0.0] * sched.platform.n_cpus
+    free = []
+    for t in threads:
+        if len(t.affinity) == 1:
+            t.cpu = t.affinity[0]
+            load[t.cpu] += t.weight
+        else:
+            free.append(t)
+    free.sort(key=lambda t: (-t.weight, t.tid))
+    cap = sched.core_capacity()
+    for t in free:
+        best, best_score = None, -1.0
+        for c in t.affinity:
+            score = cap[c] * t.weight / (load[c] + t.weight)
+            # prefer staying put on ties: migration is not free in reality
+            if score > best_score + 1e-12 or (abs(score - best_score) <= 1e-12 and c == t.cpu):
+                best, best_score = c, score
+        t.cpu = best
+        load[best] += t.weight
+
+
+class Scheduler:
+    """Fluid CFS over a platform's cores, driven by a SimPy environment."""
+
+    def __init__(self, env: simpy.Environment, platform: Platform, placement: Placement = place_for_throughput):
+        self.env = env
+        self.platform = platform
+        self.placement = placement
+        self.threads: list[Thread] = []
+        self._runnable: list[Thread] = []
+        self.busy_s = [0.0] * platform.n_cpus   # per-core busy time, for governors and stats
+        self._busy_now = [0.0] * platform.n_cpus
+        self._time_s = env.now
+        self._replan_pending = False
+        self._timer_gen = 0
+        self.n_replans = 0
+
+    # -- threads ------------------------------------------------------------------------------
+
+    def spawn(self, name: str, affinity: Iterable[int] | None = None, nice: int = 0, group: str = "") -> Thread:
+        cpus = tuple(sorted(set(affinity))) if affinity is not None else tuple(range(self.platform.n_cpus))
+        if not cpus or any(not 0 <= c < self.platform.n_cpus for c in cpus):
+            raise ValueError(f"affinity {cpus} is not a set of this SoC's cpus 0..{self.platform.n_cpus - 1}")
+        t = Thread(len(self.threads), name, group, nice_to_weight(nice), cpus)
+        self.threads.append(t)
+        return t
+
+    def run(self, t: Thread, amount: float, speed: Sequence[float], bytes_per_unit: float = 0.0) -> simpy.Event:
+        """Give ``t`` ``amount`` units of work; the event fires when it is done."""
+        if t.runnable:
+            raise RuntimeError(f"{t.name} is already busy")
+        ev = self.env.event()
+        if amount <= 0:
+            ev.succeed()
+            return ev
+        self._touch()
+        t.remaining, t.speed, t.bytes_per_unit, t.done = amount, speed, bytes_per_unit, ev
+        self._runnable.append(t)
+        return ev
+
+    def spin(self, t: Thread) -> None:
+        """Busy-wait (e.g. an OpenMP barrier): ``t`` holds its core without progress until `stop`."""
+        if t.runnable:
+            raise RuntimeError(f"{t.name} is already busy")
+        self._touch()
+        t.spinning = True
+        self._runnable.append(t)
+
+    def stop(self, t: Thread) -> None:
+        """End a spin, or abandon unfinished work (its event never fires)."""
+        if not t.runnable:
+            return
+        self._touch()
+        t.spinning, t.done, t.remaining, t.rate = False, None, 0.0, 0.0
+        self._runnable.remove(t)
+
+    def set_affinity(self, t: Thread, cpus: Iterable[int]) -> None:
+        cpus = tuple(sorted(set(cpus)))
+        if not cpus or any(not 0 <= c < self.platform.n_cpus for c in cpus):
+            raise ValueError(f"affinity {cpus} is not a set of this SoC's cpus")
+        self._touch()
+        t.affinity = cpus
+
+    def set_freq(self, cluster: int, freq_mhz: float) -> None:
+        """A frequency-domain change: takes effect now."""
+        if self.platform.freq_mhz[cluster] == freq_mhz:
+            return
+        self._touch()
+        self.platform.set_freq(cluster, freq_mhz)
+
+    # -- readings -----------------------------------------------------------------------------
+
+    def core_capacity(self) -> list[float]:
+        """Scalar throughput of each core now (instructions/s), for placement decisions."""
+        p = self.platform
+        return [p.freq_mhz[p.cluster_of_cpu[c]] * p.clusters[p.cluster_of_cpu[c]].scalar_ipc
+                for c in range(p.n_cpus)]
+
+    def sync(self) -> None:
+        """Bring work progress, busy time, energy and temperatures up to now."""
+        now = self.env.now
+        dt = now - self._time_s
+        if dt > 0.0:
+            for t in self._runnable:
+                t.remaining -= t.rate * dt
+                t.cpu_time_s += dt
+            busy = self.busy_s
+            for c, b in enumerate(self._busy_now):
+                busy[c] += b * dt
+            self._time_s = now
+        self.platform.advance(now)
+
+    # -- machinery ----------------------------------------------------------------------------
+
+    def _touch(self) -> None:
+        """Something changes now: settle the past and replan once this instant is over."""
+        self.sync()
+        if not self._replan_pending:
+            self._replan_pending = True
+            self.env.timeout(0).callbacks.append(self._replan)
+
+    def _replan(self, _event=None) -> None:
+        self._replan_pending = False
+        self.sync()
+        self.n_replans += 1
+        # Finish whatever has (numerically) completed before sharing out the cores again.
+        finished = [t for t in self._runnable if t.done is not None and t.remaining <= t.rate * _DONE_EPS_S]
+        for t in finished:
+            self._runnable.remove(t)
+            ev, t.done, t.remaining, t.rate = t.done, None, 0.0, 0.0
+            ev.succeed()
+        runnable = self._runnable
+        p = self.platform
+        self.placement(self, runnable)
+        weight_on = [0.0] * p.n_cpus
+        for t in runnable:
+            weight_on[t.cpu] += t.weight
+        dram_bps = 0.0
+        for t in runnable:
+            if t.spinning:
+                t.rate = 0.0
+                continue
+            k = p.cluster_of_cpu[t.cpu]
+            t.rate = p.freq_mhz[k] * 1e6 * t.speed[k] * t.weight / weight_on[t.cpu]
+            dram_bps += t.rate * t.bytes_per_unit
+        bw = p.spec.soc.dram_bandwidth_gbps * 1e9
+        if dram_bps > bw:
+            # Memory-bound: every thread that moves memory slows by the same factor (its core
+            # stays busy, stalled), so traffic equals the bandwidth.
+            scale = bw / dram_bps
+            for t in runnable:
+                if t.bytes_per_unit > 0.0:
+                    t.rate *= scale
+            dram_bps = bw
+        self._busy_now = [1.0 if w > 0 else 0.0 for w in weight_on]
+        p.set_activity(list(self._busy_now), dram_bps)
+        self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        dt = math.inf
+        for t in self._runnable:
+            if t.rate > 0.0:
+                dt = min(dt, t.remaining / t.rate)
+        self._timer_gen += 1
+        if dt < math.inf:
+            gen = self._timer_gen
+            self.env.timeout(max(dt, 0.0)).callbacks.append(lambda ev: self._on_timer(gen))
+
+    def _on_timer(self, gen: int) -> None:
+        if gen == self._timer_gen and not self._replan_pending:
+            self._replan()

@@ -1,0 +1,160 @@
+"""The silicon and the fluid scheduler: closed forms and invariants."""
+import math
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swansim.hw.platform import Platform
+from swansim.hw.power import dynamic_power_w
+from swansim.hw.profile import Catalogue
+from swansim.kernel.sched import Scheduler, nice_to_weight
+
+CAT = Catalogue.load()
+
+
+def make(device="pixel3"):
+    env = simpy.Environment()
+    plat = Platform(CAT.device(device))
+    return env, plat, Scheduler(env, plat)
+
+
+def finish_times(env, sched, jobs):
+    """jobs: list of (thread, amount, speed); returns each thread's completion time."""
+    out = {}
+
+    def proc(t, amount, speed):
+        yield sched.run(t, amount, speed)
+        out[t.name] = env.now
+
+    for t, a, s in jobs:
+        env.process(proc(t, a, s))
+    env.run()
+    sched.sync()
+    return out
+
+
+def test_weights_share_one_core_exactly():
+    env, plat, sched = make()
+    f_hz = plat.freq_mhz[1] * 1e6
+    heavy = sched.spawn("heavy", [4], nice=0)
+    light = sched.spawn("light", [4], nice=10)
+    assert (heavy.weight, light.weight) == (1024, 110)
+    work = f_hz * 1.0  # one second of the core alone, at 1 unit/cycle
+    done = finish_times(env, sched, [(heavy, work, (1.0, 1.0)), (light, work, (1.0, 1.0))])
+    t_heavy = 1134 / 1024  # heavy gets 1024/1134 of the core until it is done
+    assert done["heavy"] == pytest.approx(t_heavy, rel=1e-12)
+    # the light thread got 110/1134 of the core meanwhile, then the whole core
+    assert done["light"] == pytest.approx(t_heavy + (1 - t_heavy * 110 / 1134), rel=1e-12)
+    assert done["light"] == pytest.approx(2.0, rel=1e-12)
+
+
+def test_region_over_big_and_little_ends_with_the_little_share():
+    env, plat, sched = make()
+    f_little, f_big = (x * 1e6 for x in plat.freq_mhz)
+    speed = (8.0, 8.0)  # FLOP/cycle on both clusters
+    chunk = 1e9  # static split: each thread gets the same share of the layer
+    tb, tl = sched.spawn("big", [4]), sched.spawn("little", [0])
+    done = finish_times(env, sched, [(tb, chunk, speed), (tl, chunk, speed)])
+    assert done["big"] == pytest.approx(chunk / (f_big * 8.0), rel=1e-12)
+    # the barrier is the last thread: the little core's share, at the little core's rate
+    assert max(done.values()) == done["little"] == pytest.approx(chunk / (f_little * 8.0), rel=1e-12)
+    assert plat.util[4] == 0.0 and plat.util[0] == 0.0
+
+
+def test_energy_is_the_integral_of_power():
+    env, plat, sched = make()
+    samples = []
+    plat.probes.append(lambda t0, t1, p: samples.append((t1 - t0) * p.total_power_w))
+    threads = [sched.spawn(f"t{c}", [c]) for c in (0, 4, 5)]
+    rng = np.random.default_rng(1)
+
+    def churn(t):
+        for _ in range(20):
+            yield sched.run(t, rng.uniform(1e8, 1e9), (8.0, 8.0), bytes_per_unit=rng.uniform(0, 2))
+            yield env.timeout(rng.uniform(0, 0.05))
+
+    for t in threads:
+        env.process(churn(t))
+
+    def dvfs():
+        for f in (1766.4, 902.4, 1420.8):
+            yield env.timeout(0.2)
+            sched.set_freq(0, f)
+
+    env.process(dvfs())
+    env.run()
+    sched.sync()
+    assert plat.total_energy_j == pytest.approx(math.fsum(samples), rel=1e-9)
+    assert plat.total_energy_j == pytest.approx(plat.energy_j.sum(), rel=1e-12)
+
+
+def test_gs101_x1_top_opp_dynamic_power_is_2_03_w():
+    x1 = next(c for c in CAT.socs["gs101"].clusters if c.uarch == "cortex-x1")
+    assert x1.opp_freq_mhz[-1] == 2802 and x1.opp_voltage_mv[-1] == 1056.25
+    assert x1.dyn_power_coeff_uw_mhz_v2 == 650
+    # mainline coefficient estimate, not the vendor table
+    p = x1.dyn_power_coeff_uw_mhz_v2 * (1.05625 ** 2) * 2802 * 1e-6
+    assert p == pytest.approx(2.03, abs=0.005)
+    if x1.power_table_mw is None:
+        assert dynamic_power_w(x1, 2802) == pytest.approx(2.03, abs=0.005)
+
+
+def test_dram_bandwidth_bounds_rates():
+    env, plat, sched = make()
+    bw = plat.spec.soc.dram_bandwidth_gbps * 1e9
+    threads = [sched.spawn(f"m{c}", [c]) for c in (4, 5, 6, 7)]
+    # each thread alone would want 8 FLOP/cycle * 2.8 GHz * 4 B = ~90 GB/s: memory-bound
+    evs = [sched.run(t, 1e9, (8.0, 8.0), bytes_per_unit=4.0) for t in threads]
+    env.run(until=0.001)
+    assert plat.dram_bytes_per_s == pytest.approx(bw, rel=1e-12)
+    assert all(t.rate == pytest.approx(bw / 4 / 4, rel=1e-12) for t in threads)
+    assert plat.util[4:] == [1.0] * 4
+    env.run()
+    assert all(e.processed for e in evs)
+
+
+def test_spinning_holds_the_core_without_progress():
+    env, plat, sched = make()
+    spinner, worker = sched.spawn("spin", [4]), sched.spawn("work", [4])
+    sched.spin(spinner)
+    f_hz = plat.freq_mhz[1] * 1e6
+    done = finish_times(env, sched, [(worker, f_hz, (1.0, 1.0))])
+    assert done["work"] == pytest.approx(2.0, rel=1e-12)  # half the core for 2 s
+    assert plat.util[4] == 1.0
+    sched.stop(spinner)
+    env.run(until=3.0)
+    sched.sync()
+    assert plat.util[4] == 0.0
+
+
+def test_unpinned_threads_spread_to_the_fastest_free_cores():
+    env, plat, sched = make()
+    ts = [sched.spawn(f"u{i}") for i in range(4)]
+    for t in ts:
+        sched.run(t, 1e12, (8.0, 8.0))
+    env.run(until=0.01)
+    assert sorted(t.cpu for t in ts) == [4, 5, 6, 7]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(-20, 19), st.floats(1e6, 1e9)), min_size=1, max_size=6))
+def test_one_core_is_work_conserving(jobs):
+    """However weights and amounts vary, one core finishes the total work at f * t."""
+    env, plat, sched = make()
+    f_hz = plat.freq_mhz[1] * 1e6
+    threads = [(sched.spawn(f"t{i}", [5], nice=n), a, (1.0, 1.0)) for i, (n, a) in enumerate(jobs)]
+    done = finish_times(env, sched, threads)
+    assert max(done.values()) == pytest.approx(sum(a for _, a in jobs) / f_hz, rel=1e-9)
+    # a heavier thread with no more work never finishes later than a lighter one
+    for (ti, ai, _), (tj, aj, _) in zip(threads, threads[1:]):
+        if ti.weight >= tj.weight and ai <= aj:
+            assert done[ti.name] <= done[tj.name] * (1 + 1e-9)
+
+
+def test_nice_weights_follow_cfs():
+    assert nice_to_weight(0) == 1024 and nice_to_weight(10) == 110 and nice_to_weight(-20) == 88761
+    with pytest.raises(ValueError):
+        nice_to_weight(20)
