@@ -32,6 +32,12 @@ class Platform:
             for cpu in c.cpus:
                 self.cluster_of_cpu[cpu] = k
         self.freq_mhz = [c.fmax_mhz for c in self.clusters]
+        # Per-cluster figures that change only with frequency, cached for the hot path.
+        self._busy_dyn_w = [0.0] * len(self.clusters)
+        self._v_ratio = [1.0] * len(self.clusters)
+        self._leak_w = [0.0] * len(self.clusters)   # per core at reference temperature
+        for k in range(len(self.clusters)):
+            self._freq_changed(k)
         self.util = [0.0] * self.n_cpus
         self.dram_bytes_per_s = 0.0
         self.screen_on = screen_on
@@ -53,7 +59,15 @@ class Platform:
     def set_freq(self, cluster: int, freq_mhz: float) -> None:
         """Caller has advanced to now; the new frequency holds from now on."""
         self.freq_mhz[cluster] = freq_mhz
+        self._freq_changed(cluster)
         self._recompute()
+
+    def _freq_changed(self, k: int) -> None:
+        c, f = self.clusters[k], self.freq_mhz[k]
+        self._busy_dyn_w[k] = dynamic_power_w(c, f)
+        self._v_ratio[k] = c.voltage_v(f) / (c.opp_voltage_mv[-1] / 1000.0)
+        self._leak_w[k] = leakage_w(c, f, self.spec.soc.leakage_ref_c, self.spec.soc.leakage_ref_c,
+                                    self.spec.soc.leakage_doubling_c)
 
     def set_activity(self, util: list[float], dram_bytes_per_s: float) -> None:
         self.util = util
@@ -100,26 +114,30 @@ class Platform:
     def _recompute(self) -> None:
         soc = self.spec.soc
         temps = self.thermal.temp_c
+        ref_c, doubling_c = soc.leakage_ref_c, soc.leakage_doubling_c
         p = self.power_w
+        util = self.util
         j = 0
         any_busy = 0.0
         for k, c in enumerate(self.clusters):
-            f = self.freq_mhz[k]
-            busy_dyn = dynamic_power_w(c, f)
-            leak = leakage_w(c, f, temps[self._cluster_node[k]], soc.leakage_ref_c, soc.leakage_doubling_c)
+            busy_dyn = self._busy_dyn_w[k]
+            leak = self._leak_w[k] * 2.0 ** ((temps[self._cluster_node[k]] - ref_c) / doubling_c)
+            idle_leak = leak * IDLE_LEAK_FRACTION
             cluster_busy = 0.0
             for cpu in c.cpus:
-                u = self.util[cpu]
+                u = util[cpu]
                 p[j] = busy_dyn * u
-                p[j + 1] = leak * (u + (1.0 - u) * IDLE_LEAK_FRACTION)
+                p[j + 1] = leak * u + idle_leak * (1.0 - u)
                 j += 2
-                cluster_busy = max(cluster_busy, u)
+                if u > cluster_busy:
+                    cluster_busy = u
             # Shared cluster logic runs at the cluster clock: scale with f and V^2 like a core.
-            v_ratio = c.voltage_v(f) / (c.opp_voltage_mv[-1] / 1000.0)
-            p[j] = c.cluster_active_mw / 1000.0 * cluster_busy * v_ratio * v_ratio * f / c.fmax_mhz
+            v = self._v_ratio[k]
+            p[j] = c.cluster_active_mw * 1e-3 * cluster_busy * v * v * self.freq_mhz[k] / c.fmax_mhz
             j += 1
-            any_busy = max(any_busy, cluster_busy)
-        p[j] = soc.soc_active_mw / 1000.0 * any_busy
+            if cluster_busy > any_busy:
+                any_busy = cluster_busy
+        p[j] = soc.soc_active_mw * 1e-3 * any_busy
         p[j + 1] = self.dram_bytes_per_s * soc.dram_energy_pj_per_byte * 1e-12
-        p[j + 2] = self.spec.base_power_mw / 1000.0
-        p[j + 3] = self.spec.screen_power_mw / 1000.0 if self.screen_on else 0.0
+        p[j + 2] = self.spec.base_power_mw * 1e-3
+        p[j + 3] = self.spec.screen_power_mw * 1e-3 if self.screen_on else 0.0
