@@ -306,7 +306,8 @@ def _thermal(t: _Table, base: ThermalSpec | None = None) -> ThermalSpec:
     spec = ThermalSpec(
         governor=opt("governor", lambda: t.str("governor", choices=THERMAL_GOVERNORS)),
         sensor_node=opt("sensor_node", lambda: t.str("sensor_node")),
-        trips=opt("trips", trips) if base is None or "trip_c" in t.data else base.trips,
+        # Trips are read from trip_c/trip_types/trip_hysteresis_c, not from a "trips" key.
+        trips=trips() if base is None or "trip_c" in t.data else base.trips,
         polling_passive_ms=opt("polling_passive_ms", lambda: t.num("polling_passive_ms", 1, 60000, "ms")),
         polling_idle_ms=opt("polling_idle_ms", lambda: t.num("polling_idle_ms", 1, 60000, "ms")),
         sustainable_power_mw=opt("sustainable_power_mw", lambda: t.num("sustainable_power_mw", 100, 50000, "mW")),
@@ -420,7 +421,7 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
     cpusets = {}
     cs = t.sub("cpusets")
     for k, v in cs.data.items():
-        if k == "sources":
+        if k == "sources" or soc_override:  # a chassis's cpusets do not fit another SoC
             continue
         ids = cs.ints(k, 0, soc.n_cpus - 1)
         cs._need_source(k)
