@@ -11,9 +11,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
+from swansim.errors import InputError
+from swansim.hw.battery import CHARGER_POWER_W, Battery
 from swansim.hw.platform import Platform
 from swansim.hw.profile import Catalogue, DeviceSpec
+from swansim.kernel.cpufreq import GOVERNORS, CpufreqPolicy, make_governor
 from swansim.kernel.sched import Scheduler
+from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, ThermalZone, make_thermal_governor
 
 
 @dataclass
@@ -25,6 +29,12 @@ class DeviceConfig:
     screen_on: bool = False
     ambient_c: float | None = None        # None: the profile's ambient
     extra: dict = field(default_factory=dict)
+    governor: str = "schedutil"           # cpufreq governor of every domain
+    userspace_freq_mhz: tuple[float, ...] | None = None  # per domain, for governor "userspace"
+    thermal_governor: str | None = None   # None: the profile's
+    charging: bool = False
+    charger_power_w: float = CHARGER_POWER_W
+    initial_soc_pct: float = 100.0
 
 
 class Device:
@@ -43,10 +53,57 @@ class Device:
         self.rng = np.random.default_rng(config.seed)
         self.platform = Platform(spec, screen_on=config.screen_on)
         self.sched = Scheduler(self.env, self.platform)
+        self._build_power_management(config, spec)
+
+    def _build_power_management(self, config: DeviceConfig, spec: DeviceSpec) -> None:
+        """cpufreq policies (one per cluster), the CPU thermal zone and the battery."""
+        if config.governor not in GOVERNORS:
+            raise InputError("config", "governor", f"{config.governor!r} is not one of {', '.join(GOVERNORS)}")
+        thermal_name = config.thermal_governor or spec.thermal.governor
+        if thermal_name not in THERMAL_GOVERNORS:
+            raise InputError("config", "thermal_governor",
+                             f"{thermal_name!r} is not one of {', '.join(THERMAL_GOVERNORS)}")
+        n = len(spec.soc.clusters)
+        freqs = config.userspace_freq_mhz
+        if freqs is not None and len(freqs) != n:
+            raise InputError("config", "userspace_freq_mhz", f"expected {n} frequencies (one per cluster)")
+        self.cpufreq: list[CpufreqPolicy] = []
+        for k in range(n):
+            kw = {"freq_mhz": freqs[k] if freqs else None} if config.governor == "userspace" else {}
+            self.cpufreq.append(CpufreqPolicy(self.sched, k, make_governor(config.governor, **kw)))
+        self.thermal: ThermalZone = make_thermal_governor(thermal_name, self.sched, self.cpufreq, spec.thermal)
+        self.thermal.start()
+        self.battery: Battery | None = None
+        if spec.battery_capacity_j is not None:
+            try:
+                self.battery = Battery(self.platform, spec.battery_capacity_j, config.initial_soc_pct,
+                                       config.charging, config.charger_power_w)
+            except ValueError as e:
+                raise InputError("config", "battery", str(e)) from None
 
     @property
     def now_s(self) -> float:
         return self.env.now
+
+    @property
+    def battery_temp_c(self) -> float | None:
+        """Battery temperature (Swan declines training above 35 C); None for boards."""
+        return self.platform.temp_c("battery") if self.battery is not None else None
+
+    @property
+    def soc_pct(self) -> float | None:
+        return self.battery.soc_pct if self.battery is not None else None
+
+    @property
+    def thermal_status(self) -> ThermalStatus:
+        """Android thermal status as of the last thermal poll."""
+        return self.thermal.status
+
+    def set_charging(self, on: bool, charger_power_w: float | None = None) -> None:
+        """Plug or unplug the charger now."""
+        if self.battery is not None:
+            self.sched.sync()
+            self.battery.set_charging(on, charger_power_w)
 
     def run(self, until_s: float) -> None:
         """Run to ``until_s`` and settle every integral there."""

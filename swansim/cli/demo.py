@@ -7,6 +7,7 @@ from pathlib import Path
 from swansim.device import Device, DeviceConfig
 from swansim.plots import timeline
 from swansim.results import TimelineProbe, energy_frame, write_manifest
+from swansim.workloads import sustained_gemm
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,21 +16,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="pixel3")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
-
-
-def sustained_gemm(dev: Device, cpus: list[int], duration_s: float, flops_per_chunk: float = 1e9):
-    """Threads pinned to ``cpus`` doing dense FP32 work back to back for ``duration_s``."""
-    peak = [c.gemm_flop_per_cycle for c in dev.platform.clusters]
-    done = {"flops": 0.0}
-
-    def worker(cpu):
-        t = dev.sched.spawn(f"gemm@{cpu}", [cpu])
-        end = dev.env.now + duration_s
-        while dev.env.now < end:
-            yield dev.sched.run(t, flops_per_chunk, peak)
-            done["flops"] += flops_per_chunk
-
-    return [dev.env.process(worker(c)) for c in cpus], done
 
 
 def run(args) -> int:

@@ -52,6 +52,9 @@ class Platform:
         self.energy_j = np.zeros(len(comps))
         self.time_s = 0.0
         self.probes: list[IntervalProbe] = []
+        # Heat of the charger's conversion loss (W), set by the battery; a component only with a battery.
+        self.charging_loss_w = 0.0
+        self._has_charger = "charging_loss" in self.component_names
         self._recompute()
 
     # -- changes ------------------------------------------------------------------------------
@@ -76,6 +79,11 @@ class Platform:
 
     def set_screen(self, on: bool) -> None:
         self.screen_on = on
+        self._recompute()
+
+    def set_charging_loss(self, loss_w: float) -> None:
+        """The charger's loss heats the battery node from now on (no-op without a battery)."""
+        self.charging_loss_w = loss_w if self._has_charger else 0.0
         self._recompute()
 
     # -- time ---------------------------------------------------------------------------------
@@ -141,3 +149,5 @@ class Platform:
         p[j + 1] = self.dram_bytes_per_s * soc.dram_energy_pj_per_byte * 1e-12
         p[j + 2] = self.spec.base_power_mw * 1e-3
         p[j + 3] = self.spec.screen_power_mw * 1e-3 if self.screen_on else 0.0
+        if self._has_charger:
+            p[j + 4] = self.charging_loss_w

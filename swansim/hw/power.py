@@ -56,4 +56,7 @@ def components(spec: DeviceSpec) -> list[Component]:
         out.append(Component(f"{c.name}.cluster", c.name))
     out += [Component("soc.uncore", "soc"), Component("dram", "soc"),
             Component("base", "board"), Component("screen", "skin")]
+    if spec.battery_capacity_mah is not None:
+        # The charger's conversion loss, dissipated next to the cell (see hw/battery.py).
+        out.append(Component("charging_loss", "battery"))
     return out

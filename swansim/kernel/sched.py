@@ -106,6 +106,8 @@ class Scheduler:
         self._replan_pending = False
         self._timer_gen = 0
         self.n_replans = 0
+        # Called with no arguments at the end of every replan (cpufreq governors listen here).
+        self.on_replan: list[Callable[[], None]] = []
 
     # -- threads ------------------------------------------------------------------------------
 
@@ -168,6 +170,11 @@ class Scheduler:
         return [p.freq_mhz[p.cluster_of_cpu[c]] * p.clusters[p.cluster_of_cpu[c]].scalar_ipc
                 for c in range(p.n_cpus)]
 
+    @property
+    def busy_now(self) -> list[float]:
+        """Per core, 1.0 while it has a runnable thread in the current plan, else 0.0 (read-only)."""
+        return self._busy_now
+
     def sync(self) -> None:
         """Bring work progress, busy time, energy and temperatures up to now."""
         now = self.env.now
@@ -227,6 +234,8 @@ class Scheduler:
         self._busy_now = [1.0 if w > 0 else 0.0 for w in weight_on]
         p.set_activity(list(self._busy_now), dram_bps)
         self._arm_timer()
+        for hook in self.on_replan:
+            hook()
 
     def _arm_timer(self) -> None:
         dt = math.inf

@@ -1,0 +1,112 @@
+"""The battery: capacity, state of charge, charger, and an exact energy account.
+
+The battery is a platform probe. After every integrated interval it takes the platform's
+energy over that interval (every component, the charger's loss included) and books it:
+
+    platform energy = drawn from the battery + supplied by the charger     (exactly, per interval)
+
+Discharging, the battery supplies everything. Charging, the charger draws a constant
+``charger_power_w`` from the wall (constant power, no CC-CV taper: an assumption); a fraction
+``1 - efficiency`` of it is lost as heat in the charger IC next to the cell (the platform's
+"charging_loss" component, on the RC node "battery"), the rest feeds the phone and the
+surplus charges the cell. Once the cell is full the charger carries the phone's load alone
+(up to its power), with the loss then set from the last interval's load, one interval late.
+
+Assumptions, stated: capacity = mAh x 3.6 x nominal voltage (energy, not charge: the voltage
+curve over the state of charge is not modelled); charging efficiency 0.9 (typical switching
+charger ICs at 1-3 A); the cell's own I^2R heating is not modelled. An empty battery does not
+stop the simulation: `depleted_s` records when it happened and the energy account goes on.
+"""
+from __future__ import annotations
+
+from swansim.hw.platform import Platform
+
+# Assumption: switch-mode charger ICs (e.g. TI bq2589x datasheets) are ~90% efficient at 1-3 A.
+CHARGING_EFFICIENCY = 0.9
+# Assumption: a 5 V / 2 A USB charger, a middle ground between 7.5 W USB-C and 18 W USB-PD.
+CHARGER_POWER_W = 10.0
+
+
+class Battery:
+    """State of charge from the platform's integrated power, and the charger."""
+
+    def __init__(self, platform: Platform, capacity_j: float, initial_soc_pct: float = 100.0,
+                 charging: bool = False, charger_power_w: float = CHARGER_POWER_W,
+                 efficiency: float = CHARGING_EFFICIENCY):
+        if capacity_j <= 0:
+            raise ValueError(f"battery capacity must be positive, got {capacity_j} J")
+        if not 0.0 <= initial_soc_pct <= 100.0:
+            raise ValueError(f"initial state of charge must be 0..100 %, got {initial_soc_pct}")
+        if not 0.0 < efficiency <= 1.0:
+            raise ValueError(f"charging efficiency must be in (0, 1], got {efficiency}")
+        if charger_power_w < 0:
+            raise ValueError(f"charger power must not be negative, got {charger_power_w} W")
+        self.platform = platform
+        self.capacity_j = capacity_j
+        self.energy_j = capacity_j * initial_soc_pct / 100.0
+        self.efficiency = efficiency
+        self.charger_power_w = charger_power_w
+        self.charging = False
+        self.full = False
+        self.drawn_j = 0.0        # net energy out of the cell (negative while it charges)
+        self.charger_j = 0.0      # energy from the wall
+        self.depleted_s: float | None = None
+        self.full_s: float | None = None
+        self._platform_j = platform.total_energy_j
+        platform.probes.append(self)
+        self.set_charging(charging)
+
+    # -- readings -----------------------------------------------------------------------------
+
+    @property
+    def soc_pct(self) -> float:
+        return max(0.0, 100.0 * self.energy_j / self.capacity_j)
+
+    @property
+    def temp_c(self) -> float:
+        return self.platform.temp_c("battery")
+
+    # -- the charger --------------------------------------------------------------------------
+
+    def set_charging(self, on: bool, charger_power_w: float | None = None) -> None:
+        """Plug or unplug the charger; takes effect from the platform's present time."""
+        if charger_power_w is not None:
+            self.charger_power_w = charger_power_w
+        self.charging = on
+        self.full = on and self.energy_j >= self.capacity_j
+        loss = (1.0 - self.efficiency) * self.charger_power_w if on and not self.full else 0.0
+        self.platform.set_charging_loss(loss)
+
+    # -- the account --------------------------------------------------------------------------
+
+    def __call__(self, t0_s: float, t1_s: float, platform: Platform) -> None:
+        e = platform.total_energy_j
+        used_j = e - self._platform_j
+        self._platform_j = e
+        dt = t1_s - t0_s
+        if not self.charging:
+            supplied = 0.0
+        elif not self.full:
+            supplied = self.charger_power_w * dt
+            if self.energy_j + supplied - used_j >= self.capacity_j:
+                supplied = used_j + self.capacity_j - self.energy_j   # tops up, then carries the load
+                self.full, self.full_s = True, t1_s
+        else:
+            supplied = min(used_j, self.charger_power_w * dt)
+            if supplied < used_j:
+                self.full = False   # the load outgrew the charger: the cell helps
+        delta = supplied - used_j
+        self.energy_j += delta
+        self.drawn_j -= delta
+        self.charger_j += supplied
+        if self.energy_j <= 0.0 and self.depleted_s is None:
+            self.depleted_s = t1_s
+        if self.charging:
+            if self.full:
+                load_w = used_j / dt - platform.charging_loss_w if dt > 0 else 0.0
+                loss = (1.0 / self.efficiency - 1.0) * max(load_w, 0.0)
+                loss = min(loss, (1.0 - self.efficiency) * self.charger_power_w)
+            else:
+                loss = (1.0 - self.efficiency) * self.charger_power_w
+            if loss != platform.charging_loss_w:
+                platform.set_charging_loss(loss)

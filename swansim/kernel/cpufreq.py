@@ -1,0 +1,292 @@
+"""cpufreq: one policy per frequency domain (cluster) and the governor that picks its OPP.
+
+A `CpufreqPolicy` holds a domain's OPP table and its thermal cap (``scaling_max_freq`` as the
+thermal framework's cpufreq cooling device sets it); a `Governor` chooses a frequency and the
+policy clamps it to the cap. Frequencies enter the simulation only through
+`Scheduler.set_freq`, so work, energy and temperature integrals stay exact.
+
+Governors (Documentation/admin-guide/pm/cpufreq.rst):
+
+- ``performance``: the highest OPP allowed. ``powersave``: the lowest.
+- ``userspace``: a fixed frequency (the lowest OPP at or above the one asked, as
+  CPUFREQ_RELATION_L resolves it), still under the cap.
+- ``schedutil``: ``next_f = 1.25 * f_max * util / capacity`` rounded up to an OPP
+  (kernel/sched/cpufreq_schedutil.c, get_next_freq/map_util_freq), with ``util`` the maximum
+  over the domain's cores of a PELT-like average of "the core was busy", half-life 32 ms
+  (kernel/sched/pelt.c: LOAD_AVG_PERIOD = 32 periods of 1024 us, y^32 = 1/2).
+
+schedutil is event-driven, never ticked. While a core's busy state is constant its
+utilisation has a closed form,
+    busy: u(t) = 1 - (1 - u0) * 2^(-t/h)        idle: u(t) = u0 * 2^(-t/h),
+so the governor re-evaluates only when the scheduler's plan changes (`Scheduler.on_replan`),
+when a thermal cap changes, and at one timer armed for the moment the utilisation crosses
+the next OPP threshold (or the rate limit expires, if a change is waiting for it).
+
+Assumptions, stated:
+- Rate limits: Android common kernels' schedutil has separate ``up_rate_limit_us`` and
+  ``down_rate_limit_us``; Pixel 3 era device init scripts write 500 us up and 20000 us down
+  (e.g. ``write .../cpufreq/schedutil/up_rate_limit_us 500``, ``down_rate_limit_us 20000``,
+  found in many SDM845 init.*.rc files). We use those for every device.
+- Utilisation is *not* frequency-invariant by default: a fully busy core's util tends to 1
+  whatever its frequency, as in the formula above. Mainline PELT scales running time by
+  f_cur/f_max (frequency invariance), which makes the climb from a low OPP go in ~1.25x steps;
+  ``Schedutil(invariant=True)`` models that (the busy target becomes f_cur/f_max).
+- util_est, uclamp, iowait boost and the 4 ms tick are not modelled. When a thermal cap
+  changes the governor re-evaluates at once, ignoring the rate limit, as Linux does through
+  ``need_freq_update`` in sugov_limits().
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Sequence
+
+from swansim.kernel.sched import Scheduler
+
+# kernel/sched/cpufreq_schedutil.c: next_freq = 1.25 * max_freq * util / max (25% headroom).
+SCHEDUTIL_HEADROOM = 1.25
+# kernel/sched/pelt.c: the PELT sum halves every 32 ms.
+PELT_HALF_LIFE_S = 0.032
+# Android schedutil up/down rate limits as set by Pixel 3 era init scripts (see module doc).
+UP_RATE_LIMIT_S = 0.0005
+DOWN_RATE_LIMIT_S = 0.020
+# A crossing timer lands this much after the computed instant, so the crossing surely happened
+# despite rounding (the utilisation moves ~1e-8 in that time, far above float error).
+_CROSS_EPS_S = 1e-9
+_EPS = 1e-12
+
+
+def opp_at_or_above(opps_mhz: Sequence[float], freq_mhz: float) -> float:
+    """Lowest OPP >= ``freq_mhz`` (the top OPP if none): CPUFREQ_RELATION_L."""
+    i = bisect.bisect_left(opps_mhz, freq_mhz - 1e-9)
+    return opps_mhz[min(i, len(opps_mhz) - 1)]
+
+
+def opp_at_or_below(opps_mhz: Sequence[float], freq_mhz: float) -> float:
+    """Highest OPP <= ``freq_mhz`` (the lowest OPP if none): CPUFREQ_RELATION_H."""
+    i = bisect.bisect_right(opps_mhz, freq_mhz + 1e-9) - 1
+    return opps_mhz[max(i, 0)]
+
+
+def schedutil_freq_mhz(opps_mhz: Sequence[float], util: float, cap_mhz: float,
+                       headroom: float = SCHEDUTIL_HEADROOM) -> float:
+    """The OPP schedutil asks for at utilisation ``util`` (0..1 of capacity), under ``cap_mhz``."""
+    want = opp_at_or_above(opps_mhz, headroom * opps_mhz[-1] * util)
+    return min(want, opp_at_or_below(opps_mhz, cap_mhz))
+
+
+class CpufreqPolicy:
+    """One frequency domain: its OPPs, the thermal cap, and the governor choosing within them."""
+
+    def __init__(self, sched: Scheduler, cluster: int, governor: "Governor"):
+        self.sched = sched
+        self.index = cluster
+        spec = sched.platform.clusters[cluster]
+        self.name = spec.name
+        self.cpus = spec.cpus
+        self.opps_mhz = spec.opp_freq_mhz
+        self.cap_mhz = spec.fmax_mhz
+        self.last_change_s = -math.inf
+        self.n_changes = 0
+        self.governor = governor
+        governor.attach(self)
+
+    @property
+    def cur_mhz(self) -> float:
+        return self.sched.platform.freq_mhz[self.index]
+
+    @property
+    def fmax_mhz(self) -> float:
+        return self.opps_mhz[-1]
+
+    @property
+    def fmin_mhz(self) -> float:
+        return self.opps_mhz[0]
+
+    def set_cap(self, cap_mhz: float) -> None:
+        """Thermal limit (scaling_max_freq): an OPP; the governor re-decides at once."""
+        cap = opp_at_or_below(self.opps_mhz, cap_mhz)
+        if cap != self.cap_mhz:
+            self.cap_mhz = cap
+            self.governor.limits_changed()
+
+    def apply(self, freq_mhz: float) -> None:
+        """Run at ``freq_mhz`` (clamped to the cap) from now on."""
+        f = min(freq_mhz, self.cap_mhz)
+        if f != self.cur_mhz:
+            self.sched.set_freq(self.index, f)
+            self.last_change_s = self.sched.env.now
+            self.n_changes += 1
+
+
+class Governor:
+    """Chooses a domain's frequency; the base re-applies a fixed target when limits change."""
+
+    name = ""
+
+    def attach(self, policy: CpufreqPolicy) -> None:
+        self.policy = policy
+        policy.apply(self.target_mhz())
+
+    def target_mhz(self) -> float:
+        raise NotImplementedError
+
+    def limits_changed(self) -> None:
+        self.policy.apply(self.target_mhz())
+
+
+class Performance(Governor):
+    """Always the highest allowed OPP."""
+
+    name = "performance"
+
+    def target_mhz(self) -> float:
+        return self.policy.fmax_mhz
+
+
+class Powersave(Governor):
+    """Always the lowest OPP."""
+
+    name = "powersave"
+
+    def target_mhz(self) -> float:
+        return self.policy.fmin_mhz
+
+
+class Userspace(Governor):
+    """A fixed frequency chosen from outside (None: the domain's f_max)."""
+
+    name = "userspace"
+
+    def __init__(self, freq_mhz: float | None = None):
+        self.freq_mhz = freq_mhz
+
+    def target_mhz(self) -> float:
+        p = self.policy
+        return p.fmax_mhz if self.freq_mhz is None else opp_at_or_above(p.opps_mhz, self.freq_mhz)
+
+    def set_speed(self, freq_mhz: float) -> None:
+        """scaling_setspeed: takes effect now."""
+        self.freq_mhz = freq_mhz
+        self.policy.apply(self.target_mhz())
+
+
+class Schedutil(Governor):
+    """Utilisation-driven DVFS with a PELT-like average per core, evaluated only on change."""
+
+    name = "schedutil"
+
+    def __init__(self, half_life_s: float = PELT_HALF_LIFE_S, up_rate_limit_s: float = UP_RATE_LIMIT_S,
+                 down_rate_limit_s: float = DOWN_RATE_LIMIT_S, headroom: float = SCHEDUTIL_HEADROOM,
+                 invariant: bool = False):
+        self.half_life_s = half_life_s
+        self.up_rate_limit_s = up_rate_limit_s
+        self.down_rate_limit_s = down_rate_limit_s
+        self.headroom = headroom
+        self.invariant = invariant
+        self.n_evaluations = 0
+        self._gen = 0
+
+    def attach(self, policy: CpufreqPolicy) -> None:
+        self.policy = policy
+        self.env = policy.sched.env
+        self._util = [0.0] * len(policy.cpus)      # PELT-like average per core, at _time_s
+        self._target = self._targets()              # what each core's average tends to now
+        self._time_s = self.env.now
+        policy.sched.on_replan.append(self._on_replan)
+        self._evaluate(force=True)
+
+    # -- utilisation --------------------------------------------------------------------------
+
+    def util(self) -> float:
+        """Domain utilisation now: the busiest core's average (0..1)."""
+        self._settle()
+        return max(self._util)
+
+    def core_util(self) -> list[float]:
+        self._settle()
+        return list(self._util)
+
+    def _targets(self) -> list[float]:
+        busy = self.policy.sched.busy_now
+        scale = self.policy.cur_mhz / self.policy.fmax_mhz if self.invariant else 1.0
+        return [busy[c] * scale for c in self.policy.cpus]
+
+    def _settle(self) -> None:
+        """Bring each core's average to now along its closed form."""
+        now = self.env.now
+        dt = now - self._time_s
+        if dt > 0.0:
+            decay = 2.0 ** (-dt / self.half_life_s)
+            self._util = [g + (u - g) * decay for u, g in zip(self._util, self._target)]
+            self._time_s = now
+
+    # -- decisions ----------------------------------------------------------------------------
+
+    def target_mhz(self) -> float:
+        return schedutil_freq_mhz(self.policy.opps_mhz, self.util(), self.policy.cap_mhz, self.headroom)
+
+    def limits_changed(self) -> None:
+        self._evaluate(force=True)
+
+    def _on_replan(self) -> None:
+        target = self._targets()
+        if target == self._target:
+            return  # nothing this domain sees changed; the armed timer still holds
+        self._settle()
+        self._target = target
+        self._evaluate()
+
+    def _evaluate(self, force: bool = False) -> None:
+        self.n_evaluations += 1
+        self._gen += 1
+        p = self.policy
+        now = self.env.now
+        want = self.target_mhz()
+        cur = p.cur_mhz
+        if want != cur:
+            limit = self.up_rate_limit_s if want > cur else self.down_rate_limit_s
+            release_s = p.last_change_s + limit
+            if not force and now < release_s - _EPS:
+                self._arm(release_s - now)  # decide again when the rate limit lets us
+                return
+            p.apply(want)
+            self._target = self._targets()  # with invariance the busy target follows f
+        self._arm(self._next_crossing_s())
+
+    def _next_crossing_s(self) -> float:
+        """Time until the domain's utilisation may leave the band that maps to the current OPP."""
+        p = self.policy
+        opps, scale = p.opps_mhz, self.headroom * p.fmax_mhz
+        i = bisect.bisect_left(opps, p.cur_mhz - 1e-9)
+        i_cap = bisect.bisect_left(opps, p.cap_mhz - 1e-9)
+        lower = opps[i - 1] / scale if i > 0 else None       # util <= lower: a lower OPP
+        upper = opps[i] / scale if i < i_cap else None        # util > upper: a higher OPP
+        h = self.half_life_s
+        best = math.inf
+        for u, g in zip(self._util, self._target):
+            if upper is not None and g > upper + _EPS and u <= upper:
+                best = min(best, h * math.log2((g - u) / (g - upper)))
+            elif lower is not None and g < lower - _EPS and u > lower:
+                best = min(best, h * math.log2((u - g) / (lower - g)))
+        return best + _CROSS_EPS_S
+
+    def _arm(self, dt_s: float) -> None:
+        if dt_s == math.inf:
+            return
+        gen = self._gen
+        self.env.timeout(max(dt_s, 0.0)).callbacks.append(lambda _ev: self._on_timer(gen))
+
+    def _on_timer(self, gen: int) -> None:
+        if gen == self._gen:
+            self._evaluate()
+
+
+GOVERNORS = {"schedutil": Schedutil, "performance": Performance, "powersave": Powersave, "userspace": Userspace}
+
+
+def make_governor(name: str, **kwargs) -> Governor:
+    """A governor by its sysfs name (scaling_governor)."""
+    if name not in GOVERNORS:
+        raise ValueError(f"unknown cpufreq governor {name!r} (known: {', '.join(GOVERNORS)})")
+    return GOVERNORS[name](**kwargs)

@@ -1,0 +1,349 @@
+"""Thermal governors: the kernel's CPU thermal zone, polled, capping cpufreq domains.
+
+One zone per device: the profile's ``sensor_node`` of the RC network, its trips, its polling
+delays, and cpufreq cooling devices on every CPU domain (cooling state n = n OPPs below
+f_max). The zone is a SimPy process that sleeps ``polling_passive_ms`` while it is above its
+first passive trip or mitigating, ``polling_idle_ms`` otherwise (monitor_thermal_zone() in
+drivers/thermal/thermal_core.c). Each poll settles the integrals to now, reads the sensor,
+runs the governor and updates the Android thermal status.
+
+- `StepWise` (drivers/thermal/gov_step_wise.c): per passive trip and cooling device, a state
+  that goes one step deeper per poll while the zone is at or above the trip and rising, holds
+  while it is above and not rising, and comes back one step per poll once it is below the
+  trip minus its hysteresis and not rising. The device takes the deepest state any trip asks
+  for. Assumption: the release rule is the 4.x-5.x one (throttling and dropping holds; Linux
+  6.x releases one step there too), with 6.x's hysteresis on the trip threshold.
+- `PowerAllocator` (IPA, Documentation/driver-api/thermal/power_allocator.rst and
+  drivers/thermal/gov_power_allocator.c): below ``switch_on_c`` no capping and the PID is
+  reset; above it a PID on ``control_c - T`` feeds forward the sustainable power, grants the
+  budget to the CPU domains in proportion to their (weighted) requested power, capped at each
+  domain's maximum with the excess re-divided, and turns each grant into the highest OPP
+  whose estimated power fits.
+
+Android thermal status (android.os.PowerManager.THERMAL_STATUS_*) is our mapping, an
+assumption: the skin node against the thresholds of Pixel's thermal HAL "VIRTUAL-SKIN" sensor
+(thermal_info_config.json: LIGHT 39, MODERATE 43, SEVERE 45, CRITICAL 46.5, EMERGENCY 52,
+SHUTDOWN 55 C; hysteresis 1.9 C; not for boards), raised to EMERGENCY when the CPU zone
+passes a ``hot`` trip and to SHUTDOWN at a ``critical`` trip. The simulation keeps running past a critical
+trip (a real phone powers off); `ThermalZone.shutdown_s` records when it happened.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Sequence
+
+from swansim.hw.power import dynamic_power_w, leakage_w
+from swansim.hw.profile import ThermalSpec
+from swansim.kernel.cpufreq import CpufreqPolicy
+from swansim.kernel.sched import Scheduler
+
+
+class ThermalStatus(IntEnum):
+    """Android's thermal status levels (PowerManager.THERMAL_STATUS_NONE .. _SHUTDOWN)."""
+
+    NONE = 0
+    LIGHT = 1
+    MODERATE = 2
+    SEVERE = 3
+    CRITICAL = 4
+    EMERGENCY = 5
+    SHUTDOWN = 6
+
+
+# Pixel thermal HAL, VIRTUAL-SKIN HotThreshold for LIGHT..SHUTDOWN and its HotHysteresis (C).
+SKIN_STATUS_THRESHOLDS_C = (39.0, 43.0, 45.0, 46.5, 52.0, 55.0)
+SKIN_STATUS_HYSTERESIS_C = 1.9
+
+
+class StatusMonitor:
+    """Android thermal status from the skin temperature and the CPU zone's hot/critical trips."""
+
+    def __init__(self, thresholds_c: Sequence[float] = SKIN_STATUS_THRESHOLDS_C,
+                 hysteresis_c: float = SKIN_STATUS_HYSTERESIS_C):
+        self.thresholds_c, self.hysteresis_c = tuple(thresholds_c), hysteresis_c
+        self.skin_level = ThermalStatus.NONE
+
+    def update(self, skin_c: float | None, hot: bool, critical: bool) -> ThermalStatus:
+        if skin_c is not None:
+            level = self.skin_level
+            # up as far as the temperature reaches; down only past threshold - hysteresis
+            while level < ThermalStatus.SHUTDOWN and skin_c >= self.thresholds_c[level]:
+                level = ThermalStatus(level + 1)
+            while level > ThermalStatus.NONE and skin_c < self.thresholds_c[level - 1] - self.hysteresis_c:
+                level = ThermalStatus(level - 1)
+            self.skin_level = level
+        status = self.skin_level
+        if hot:
+            status = max(status, ThermalStatus.EMERGENCY)
+        if critical:
+            status = ThermalStatus.SHUTDOWN
+        return ThermalStatus(status)
+
+
+@dataclass(frozen=True)
+class CapChange:
+    """One cooling-device change: when, which domain, from/to (MHz), and the zone then."""
+
+    time_s: float
+    domain: str
+    old_mhz: float
+    new_mhz: float
+    temp_c: float
+    rising: bool
+
+
+class ThermalZone:
+    """The CPU thermal zone: polling loop, sensor, caps on cpufreq domains, status."""
+
+    name = ""
+
+    def __init__(self, sched: Scheduler, policies: Sequence[CpufreqPolicy], spec: ThermalSpec,
+                 domains: Sequence[int] | None = None):
+        self.sched, self.env, self.platform = sched, sched.env, sched.platform
+        self.policies = list(policies)
+        self.spec = spec
+        self.domains = list(range(len(self.policies))) if domains is None else list(domains)
+        self.sensor = spec.sensor_node
+        self.temp_c = self.platform.temp_c(self.sensor)
+        self.last_temp_c: float | None = None
+        self.status_monitor = StatusMonitor()
+        self.status = ThermalStatus.NONE
+        self.cap_log: list[CapChange] = []
+        self.status_log: list[tuple[float, ThermalStatus]] = []
+        self.first_throttle_s: float | None = None
+        self.shutdown_s: float | None = None
+        self.n_polls = 0
+        self._hot = [tp.temp_c for tp in spec.trips if tp.kind == "hot"]
+        self._critical = [tp.temp_c for tp in spec.trips if tp.kind == "critical"]
+        # Boards have no user holding them: their status comes from the CPU trips only.
+        self._has_skin = "skin" in self.platform.thermal.index and self.platform.spec.kind != "board"
+        self.process = None
+
+    def start(self):
+        self.process = self.env.process(self._run())
+        return self.process
+
+    def _run(self):
+        while True:
+            self.poll()
+            yield self.env.timeout(self.delay_s())
+
+    def delay_s(self) -> float:
+        passive = self.passive()
+        return (self.spec.polling_passive_ms if passive else self.spec.polling_idle_ms) / 1000.0
+
+    def passive(self) -> bool:
+        """Poll at the passive rate? (above the first trip, or mitigating)."""
+        return self.throttling
+
+    @property
+    def throttling(self) -> bool:
+        return any(self.policies[d].cap_mhz < self.policies[d].fmax_mhz for d in self.domains)
+
+    def poll(self) -> None:
+        self.sched.sync()
+        now = self.env.now
+        self.last_temp_c = self.temp_c if self.n_polls else None  # no trend on the first poll
+        self.temp_c = self.platform.temp_c(self.sensor)
+        self.n_polls += 1
+        self.throttle(self.temp_c)
+        critical = any(self.temp_c >= t for t in self._critical)
+        if critical and self.shutdown_s is None:
+            self.shutdown_s = now
+        skin = self.platform.temp_c("skin") if self._has_skin else None
+        status = self.status_monitor.update(skin, any(self.temp_c >= t for t in self._hot), critical)
+        if status != self.status:
+            self.status = status
+            self.status_log.append((now, status))
+
+    def throttle(self, temp_c: float) -> None:
+        raise NotImplementedError
+
+    @property
+    def rising(self) -> bool:
+        return self.last_temp_c is not None and self.temp_c > self.last_temp_c
+
+    @property
+    def dropping(self) -> bool:
+        return self.last_temp_c is not None and self.temp_c < self.last_temp_c
+
+    def caps_mhz(self) -> list[float]:
+        return [p.cap_mhz for p in self.policies]
+
+    def _set_cap(self, d: int, cap_mhz: float) -> None:
+        p = self.policies[d]
+        old = p.cap_mhz
+        p.set_cap(cap_mhz)
+        if p.cap_mhz != old:
+            now = self.env.now
+            self.cap_log.append(CapChange(now, p.name, old, p.cap_mhz, self.temp_c, self.rising))
+            if p.cap_mhz < p.fmax_mhz and self.first_throttle_s is None:
+                self.first_throttle_s = now
+
+
+class StepWise(ThermalZone):
+    """One OPP step per poll and trip: deeper while hot and rising, back while cool and not rising."""
+
+    name = "step_wise"
+
+    def __init__(self, sched: Scheduler, policies: Sequence[CpufreqPolicy], spec: ThermalSpec,
+                 domains: Sequence[int] | None = None):
+        super().__init__(sched, policies, spec, domains)
+        self.passive_trips = [tp for tp in spec.trips if tp.kind == "passive"]
+        n = len(self.policies)
+        self.state = [[0] * n for _ in self.passive_trips]   # per trip, per domain: steps below f_max
+        self.crossed = [False] * len(self.passive_trips)      # past the trip, until below trip - hyst
+
+    def passive(self) -> bool:
+        first = self.passive_trips[0].temp_c if self.passive_trips else math.inf
+        return self.temp_c >= first or any(any(s) for s in self.state)
+
+    def throttle(self, temp_c: float) -> None:
+        for i, tp in enumerate(self.passive_trips):
+            threshold = tp.temp_c - tp.hysteresis_c if self.crossed[i] else tp.temp_c
+            hot = temp_c >= threshold
+            self.crossed[i] = hot
+            for d in self.domains:
+                s = self.state[i][d]
+                if hot and self.rising:
+                    s = min(s + 1, len(self.policies[d].opps_mhz) - 1)
+                elif not hot and not self.rising:
+                    s = max(s - 1, 0)
+                self.state[i][d] = s
+        for d in self.domains:
+            deepest = max((self.state[i][d] for i in range(len(self.passive_trips))), default=0)
+            opps = self.policies[d].opps_mhz
+            self._set_cap(d, opps[len(opps) - 1 - deepest])
+
+
+class PowerAllocator(ThermalZone):
+    """IPA: a PID on temperature sets a power budget, divided among CPU domains, turned into caps."""
+
+    name = "power_allocator"
+
+    def __init__(self, sched: Scheduler, policies: Sequence[CpufreqPolicy], spec: ThermalSpec,
+                 domains: Sequence[int] | None = None, k_po: float | None = None, k_pu: float | None = None,
+                 k_i: float | None = None, k_d: float = 0.0, integral_cutoff_c: float = 0.0,
+                 weights: Sequence[float] | None = None):
+        super().__init__(sched, policies, spec, domains)
+        self.sustainable_w = spec.sustainable_power_mw / 1000.0
+        span_c = spec.control_c - spec.switch_on_c
+        # estimate_pid_constants(): k_po = P_sus / span, k_pu = 2 P_sus / span, k_i = k_pu / 10
+        # (W/K; k_i per poll, as the kernel accumulates the error once per poll).
+        self.k_po = self.sustainable_w / span_c if k_po is None else k_po
+        self.k_pu = 2.0 * self.sustainable_w / span_c if k_pu is None else k_pu
+        self.k_i = self.k_pu / 10.0 if k_i is None else k_i
+        self.k_d = k_d
+        # Kernel default 0: the error integrates only while the zone is above control_c.
+        self.integral_cutoff_c = integral_cutoff_c
+        self.weights = [1.0] * len(self.domains) if weights is None else list(weights)
+        self.err_integral_c = 0.0
+        self.prev_err_c = 0.0
+        self.budget_w: float | None = None
+        self.granted_w: list[float] = [0.0] * len(self.domains)
+        self._busy_prev = list(sched.busy_s)
+        self._t_prev = self.env.now
+
+    def passive(self) -> bool:
+        return self.temp_c >= self.spec.switch_on_c or self.throttling
+
+    # -- the energy model ---------------------------------------------------------------------
+
+    def domain_power_w(self, d: int, freq_mhz: float, load: float) -> float:
+        """Estimated power of domain ``d`` at ``freq_mhz`` with ``load`` busy cores (0..n).
+
+        Dynamic power from the energy model times the busy cores, plus leakage of all cores at
+        the cluster's present temperature (older kernels' cpu_cooling "static power" callback).
+        """
+        p = self.platform
+        c = p.clusters[self.policies[d].index]
+        soc = p.spec.soc
+        leak = leakage_w(c, freq_mhz, p.temp_c(c.name), soc.leakage_ref_c, soc.leakage_doubling_c)
+        return dynamic_power_w(c, freq_mhz) * load + leak * len(c.cpus)
+
+    def _loads(self) -> list[float]:
+        """Busy cores per domain averaged since the last poll (cpufreq_cooling get_load())."""
+        s = self.sched
+        now = self.env.now
+        dt = now - self._t_prev
+        busy = s.busy_s
+        out = []
+        for d in self.domains:
+            cpus = self.policies[d].cpus
+            if dt > 0:
+                out.append(sum(busy[c] - self._busy_prev[c] for c in cpus) / dt)
+            else:
+                out.append(sum(s.busy_now[c] for c in cpus))
+        self._busy_prev, self._t_prev = list(busy), now
+        return out
+
+    # -- the control loop ---------------------------------------------------------------------
+
+    def throttle(self, temp_c: float) -> None:
+        loads = self._loads()
+        if temp_c < self.spec.switch_on_c:
+            self.err_integral_c = self.prev_err_c = 0.0
+            self.budget_w = None
+            for d in self.domains:
+                self._set_cap(d, self.policies[d].fmax_mhz)
+            return
+        req = [self.domain_power_w(d, self.policies[d].cur_mhz, load) for d, load in zip(self.domains, loads)]
+        max_w = [self.domain_power_w(d, self.policies[d].fmax_mhz, len(self.policies[d].cpus)) for d in self.domains]
+        budget = self.pid(temp_c, sum(max_w))
+        self.budget_w = budget
+        self.granted_w = divvy_up_power([w * r for w, r in zip(self.weights, req)], max_w, budget)
+        for d, granted, load in zip(self.domains, self.granted_w, loads):
+            self._set_cap(d, self.power_to_freq_mhz(d, granted, load))
+
+    def pid(self, temp_c: float, max_w: float) -> float:
+        """pid_controller(): the power budget for the next period, W."""
+        err = self.spec.control_c - temp_c
+        p = (self.k_po if err < 0 else self.k_pu) * err
+        i = self.k_i * self.err_integral_c
+        if err < self.integral_cutoff_c:
+            i_next = i + self.k_i * err
+            if abs(i_next) < max_w:  # integral clamp: never more than the whole allocatable power
+                i = i_next
+                self.err_integral_c += err
+        d = self.k_d * (err - self.prev_err_c) / (self.spec.polling_passive_ms / 1000.0)
+        self.prev_err_c = err
+        return min(max(self.sustainable_w + p + i + d, 0.0), max_w)
+
+    def power_to_freq_mhz(self, d: int, power_w: float, load: float) -> float:
+        """cpufreq_power2state(): the highest OPP whose estimated power fits ``power_w``."""
+        load = max(load, 0.01)  # the kernel divides by last_load ?: 1 (percent)
+        opps = self.policies[d].opps_mhz
+        for f in reversed(opps):
+            if self.domain_power_w(d, f, load) <= power_w:
+                return f
+        return opps[0]
+
+
+def divvy_up_power(req_w: Sequence[float], max_w: Sequence[float], budget_w: float) -> list[float]:
+    """divvy_up_power(): share ``budget_w`` in proportion to requests, re-dividing any excess."""
+    total = sum(req_w) or 1.0
+    granted = [r * budget_w / total for r in req_w]
+    extra = 0.0
+    room = []
+    for i, m in enumerate(max_w):
+        if granted[i] > m:
+            extra += granted[i] - m
+            granted[i] = m
+        room.append(m - granted[i])
+    capped = sum(room)
+    if extra > 0.0 and capped > 0.0:
+        extra = min(extra, capped)
+        granted = [g + r * extra / capped for g, r in zip(granted, room)]
+    return granted
+
+
+THERMAL_GOVERNORS = {"step_wise": StepWise, "power_allocator": PowerAllocator}
+
+
+def make_thermal_governor(name: str, sched: Scheduler, policies: Sequence[CpufreqPolicy], spec: ThermalSpec,
+                          **kwargs) -> ThermalZone:
+    if name not in THERMAL_GOVERNORS:
+        raise ValueError(f"unknown thermal governor {name!r} (known: {', '.join(THERMAL_GOVERNORS)})")
+    return THERMAL_GOVERNORS[name](sched, policies, spec, **kwargs)

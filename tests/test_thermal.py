@@ -1,0 +1,324 @@
+"""DVFS, thermal throttling and the battery: closed forms, control behaviour and invariants."""
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swansim.device import Device, DeviceConfig
+from swansim.errors import InputError
+from swansim.hw.profile import AMBIENT, Catalogue
+from swansim.kernel.cpufreq import (DOWN_RATE_LIMIT_S, PELT_HALF_LIFE_S, UP_RATE_LIMIT_S, opp_at_or_above,
+                                    schedutil_freq_mhz)
+from swansim.kernel.thermal_gov import StatusMonitor, ThermalStatus, divvy_up_power
+from swansim.workloads import SustainedGemm
+
+CAT = Catalogue.load()
+BIG = [4, 5, 6, 7]   # Pixel 3 (SDM845) gold cores, cluster 1
+LITTLE = 0           # cluster index of the silver cores
+
+
+def device(spec=None, **kw) -> Device:
+    return Device(DeviceConfig(**kw), spec=spec, catalogue=CAT)
+
+
+def pixel3_with_ipa():
+    """Pixel 3 under power_allocator, its sustainable power set as the kernel docs define it.
+
+    2.6 W is what the CPU domains dissipate with the big cluster held at control_c (90 C) once
+    this chassis is at thermal equilibrium (measured with `swansim thermal`, ~4 h simulated).
+    """
+    spec = CAT.device("pixel3")
+    return replace(spec, thermal=replace(spec.thermal, governor="power_allocator", sustainable_power_mw=2600.0))
+
+
+def record_freqs(dev: Device) -> list[tuple[float, int, float]]:
+    """(time, cluster, MHz) at every frequency change, via the scheduler's replan hook."""
+    out = []
+    last = list(dev.platform.freq_mhz)
+
+    def hook():
+        for k, f in enumerate(dev.platform.freq_mhz):
+            if f != last[k]:
+                out.append((dev.env.now, k, f))
+                last[k] = f
+
+    dev.sched.on_replan.append(hook)
+    return out
+
+
+class TestSteadyState:
+    """With constant power the RC network settles at T = T_amb + G^-1 P."""
+
+    def test_long_run_reaches_the_closed_form(self):
+        dev = device(governor="userspace", userspace_freq_mhz=(1228.8, 1996.8))
+        for cpu in (0, 4, 5):   # spinning threads: constant utilisation, no events
+            dev.sched.spin(dev.sched.spawn(f"spin{cpu}", [cpu]))
+        net = dev.platform.thermal
+        slowest_tau_s = 1.0 / net.rates_per_s.min()
+        dev.run(40 * slowest_tau_s)
+        # G built here from the profile's edges, independently of ThermalNetwork
+        idx = {n: i for i, n in enumerate(net.nodes)}
+        g = np.zeros((len(idx), len(idx)))
+        for a, b, r in dev.spec.rc.edges_k_per_w:
+            for x, y in ((a, b), (b, a)):
+                if x != AMBIENT:
+                    g[idx[x], idx[x]] += 1.0 / r
+                    if y != AMBIENT:
+                        g[idx[x], idx[y]] -= 1.0 / r
+        p_node = dev.platform._comp_node @ dev.platform.power_w
+        expected = dev.spec.ambient_c + np.linalg.solve(g, p_node)
+        assert net.temp_c == pytest.approx(expected, abs=1e-6)
+        assert dev.platform.temp_c("big") > dev.spec.ambient_c + 5  # the load did heat it
+
+
+class TestSchedutil:
+    """PELT-like utilisation with a 32 ms half-life, 1.25x headroom, rounded up to an OPP."""
+
+    def test_busy_core_goes_to_fmax_and_idle_domain_to_fmin(self):
+        dev = device()
+        dev.sched.spin(dev.sched.spawn("spin", [4]))
+        dev.run(0.5)
+        big, little = dev.cpufreq[1], dev.cpufreq[LITTLE]
+        assert dev.platform.freq_mhz[1] == big.fmax_mhz
+        assert dev.platform.freq_mhz[LITTLE] == little.fmin_mhz
+
+    def test_domain_settles_at_fmin_after_the_load_stops(self):
+        dev = device()
+        t = dev.sched.spawn("spin", [5])
+        dev.sched.spin(t)
+        dev.run(0.5)
+        dev.sched.stop(t)
+        dev.run(1.5)
+        assert dev.platform.freq_mhz[1] == dev.cpufreq[1].fmin_mhz
+        assert dev.cpufreq[1].governor.util() == pytest.approx(2.0 ** (-1.0 / PELT_HALF_LIFE_S), abs=1e-12)
+
+    def test_one_half_life_of_busy_gives_half_utilisation_and_its_opp(self):
+        dev = device()
+        dev.run(1.0)
+        dev.sched.spin(dev.sched.spawn("spin", [6]))
+        dev.run(1.0 + PELT_HALF_LIFE_S)
+        gov = dev.cpufreq[1].governor
+        assert gov.util() == pytest.approx(0.5, abs=1e-9)
+        opps = dev.cpufreq[1].opps_mhz
+        want = opp_at_or_above(opps, 0.625 * opps[-1])
+        assert want >= 0.625 * opps[-1] and schedutil_freq_mhz(opps, 0.5, opps[-1]) == want
+        assert dev.platform.freq_mhz[1] == want
+
+    def test_rate_limits_hold_and_it_does_not_tick(self):
+        dev = device()
+        changes = record_freqs(dev)
+        t = dev.sched.spawn("bursty", [4])
+        rng = np.random.default_rng(3)
+        f_hz = dev.cpufreq[1].fmax_mhz * 1e6
+
+        def app():
+            while True:   # frame-like bursts: 2-12 ms of work every 16.7 ms
+                yield dev.sched.run(t, rng.uniform(0.002, 0.012) * f_hz, (1.0, 1.0))
+                yield dev.env.timeout(rng.uniform(0.004, 0.02))
+
+        dev.env.process(app())
+        dev.run(20.0)
+        big = [(time, f) for time, k, f in changes if k == 1]
+        assert len(big) > 10
+        prev_t, prev_f = big[0]
+        for time, f in big[1:]:
+            limit = UP_RATE_LIMIT_S if f > prev_f else DOWN_RATE_LIMIT_S
+            assert time - prev_t >= limit - 1e-9
+            prev_t, prev_f = time, f
+
+    def test_a_steady_load_costs_a_handful_of_evaluations(self):
+        dev = device()
+        dev.sched.spin(dev.sched.spawn("spin", [4]))
+        dev.run(300.0)
+        # ~one per OPP on the way up, then nothing until the thermal caps move
+        assert dev.cpufreq[1].governor.n_evaluations < 100 + 2 * len(dev.thermal.cap_log)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.sampled_from([c for s in CAT.socs.values() for c in s.clusters]),
+           st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
+    def test_frequency_is_monotone_in_util_and_an_opp_under_the_cap(self, cluster, u1, u2, cap_frac):
+        opps = cluster.opp_freq_mhz
+        cap = opps[0] + cap_frac * (opps[-1] - opps[0])
+        lo, hi = sorted((u1, u2))
+        f_lo, f_hi = schedutil_freq_mhz(opps, lo, cap), schedutil_freq_mhz(opps, hi, cap)
+        assert f_lo <= f_hi
+        for f in (f_lo, f_hi):
+            assert f in opps and (f <= cap + 1e-9 or f == opps[0])
+
+    def test_performance_powersave_userspace(self):
+        for gov, expect in (("performance", 2803.2), ("powersave", 300.0)):
+            dev = device(governor=gov)
+            dev.run(0.1)
+            assert dev.platform.freq_mhz[1] == expect
+        dev = device(governor="userspace", userspace_freq_mhz=(1000.0, 2000.0))
+        dev.run(0.1)
+        assert dev.platform.freq_mhz == [1056.0, 2092.8]   # lowest OPP at or above
+
+    def test_bad_governor_fails_early(self):
+        with pytest.raises(InputError, match="governor"):
+            device(governor="ondemand")
+
+
+def big_load_run(duration_s: float, spec=None) -> tuple[Device, list[tuple[float, float]]]:
+    """Pixel 3, dense FP32 on the four big cores; the sensor temperature at every poll."""
+    dev = device(spec)
+    SustainedGemm(dev, BIG, duration_s, 5e9)
+    temps = []
+    poll = dev.thermal.poll
+
+    def recording_poll():
+        poll()
+        temps.append((dev.env.now, dev.thermal.temp_c))
+
+    dev.thermal.poll = recording_poll
+    dev.run(duration_s)
+    return dev, temps
+
+
+class TestStepWise:
+    """One OPP step per poll; never a raised cap while above a trip and rising."""
+
+    dev, temps = None, None
+
+    @classmethod
+    def setup_class(cls):
+        cls.dev, cls.temps = big_load_run(600.0)
+
+    def test_it_throttles_and_releases(self):
+        log = self.dev.thermal.cap_log
+        assert self.dev.thermal.first_throttle_s is not None
+        assert any(c.new_mhz < c.old_mhz for c in log) and any(c.new_mhz > c.old_mhz for c in log)
+
+    def test_never_raises_a_cap_while_above_the_trip_and_rising(self):
+        trip_c = self.dev.spec.thermal.trips[0].temp_c
+        raises = [c for c in self.dev.thermal.cap_log if c.new_mhz > c.old_mhz]
+        assert raises
+        for c in raises:
+            assert not (c.temp_c >= trip_c and c.rising), c
+
+    def test_one_opp_step_per_poll(self):
+        for c in self.dev.thermal.cap_log:
+            opps = next(p.opps_mhz for p in self.dev.cpufreq if p.name == c.domain)
+            assert abs(opps.index(c.new_mhz) - opps.index(c.old_mhz)) == 1
+
+    def test_polls_passive_while_mitigating(self):
+        times = [t for t, _ in self.temps]
+        gaps = np.diff(times)
+        assert gaps.min() == pytest.approx(0.25) and gaps.max() == pytest.approx(1.0)
+        assert self.dev.thermal.n_polls < 600.0 / 0.25 + 10
+
+
+class TestPowerAllocator:
+    """IPA holds the controlled node near its control temperature under sustained load."""
+
+    def test_holds_within_3_c_of_control_after_settling(self):
+        dev, temps = big_load_run(900.0, pixel3_with_ipa())
+        control = dev.spec.thermal.control_c
+        settled = [temp for t, temp in temps if t >= 600.0]
+        assert settled and max(abs(temp - control) for temp in settled) <= 3.0
+        assert dev.cpufreq[1].cap_mhz < dev.cpufreq[1].fmax_mhz   # it is really capping
+
+    def test_config_and_profile_choose_the_governor(self):
+        assert device(thermal_governor="power_allocator").thermal.name == "power_allocator"
+        assert device().thermal.name == CAT.device("pixel3").thermal.governor
+        with pytest.raises(InputError, match="thermal_governor"):
+            device(thermal_governor="fair_share")
+
+    def test_no_capping_below_switch_on(self):
+        dev = device(pixel3_with_ipa())
+        dev.sched.spin(dev.sched.spawn("one", [0]))
+        dev.run(120.0)
+        assert dev.thermal.temp_c < dev.spec.thermal.switch_on_c
+        assert dev.thermal.cap_log == [] and dev.thermal.budget_w is None
+
+    def test_divvy_up_power_is_proportional_and_redistributes(self):
+        assert divvy_up_power([1.0, 3.0], [10.0, 10.0], 2.0) == pytest.approx([0.5, 1.5])
+        # the second actor is capped at 1 W: its excess goes to the first, by its headroom
+        g = divvy_up_power([1.0, 3.0], [10.0, 1.0], 4.0)
+        assert g == pytest.approx([3.0, 1.0])
+        assert divvy_up_power([0.0, 0.0], [1.0, 1.0], 1.0) == [0.0, 0.0]
+
+
+class TestStatus:
+    """Android thermal status from the skin (Pixel thermal HAL thresholds) and CPU trips."""
+
+    def test_levels_and_hysteresis(self):
+        m = StatusMonitor()
+        assert m.update(30.0, False, False) == ThermalStatus.NONE
+        assert m.update(44.0, False, False) == ThermalStatus.MODERATE
+        assert m.update(42.0, False, False) == ThermalStatus.MODERATE   # within 1.9 C hysteresis
+        assert m.update(41.0, False, False) == ThermalStatus.LIGHT
+        assert m.update(60.0, False, False) == ThermalStatus.SHUTDOWN
+        assert m.update(30.0, True, False) == ThermalStatus.EMERGENCY
+        assert m.update(30.0, False, True) == ThermalStatus.SHUTDOWN
+
+    def test_device_reports_status_and_battery_temperature(self):
+        dev = device()
+        dev.run(1.0)
+        assert dev.thermal_status == ThermalStatus.NONE
+        assert dev.battery_temp_c == dev.platform.temp_c("battery")
+
+
+class TestBattery:
+    """Platform energy = energy drawn from the battery + energy from the charger, exactly."""
+
+    @staticmethod
+    def churn(dev: Device, seed: int = 1):
+        rng = np.random.default_rng(seed)
+        for cpu in (0, 4, 5):
+            t = dev.sched.spawn(f"w{cpu}", [cpu])
+
+            def work(t=t):
+                while True:
+                    yield dev.sched.run(t, rng.uniform(1e8, 3e9), (8.0, 8.0), rng.uniform(0, 2))
+                    yield dev.env.timeout(rng.uniform(0, 0.5))
+
+            dev.env.process(work())
+
+    def check(self, dev: Device) -> None:
+        b = dev.battery
+        e = dev.platform.total_energy_j
+        assert e == pytest.approx(b.drawn_j + b.charger_j, rel=1e-9)
+        assert math.fsum(dev.platform.energy_j) == pytest.approx(e, rel=1e-12)
+
+    def test_discharging(self):
+        dev = device(initial_soc_pct=80.0)
+        self.churn(dev)
+        dev.run(120.0)
+        self.check(dev)
+        b = dev.battery
+        assert b.charger_j == 0.0
+        assert b.energy_j == pytest.approx(0.8 * b.capacity_j - dev.platform.total_energy_j, rel=1e-12)
+
+    def test_charging_to_full_then_unplugged(self):
+        dev = device(initial_soc_pct=99.95, charging=True, charger_power_w=10.0)
+        self.churn(dev)
+        dev.run(60.0)
+        b = dev.battery
+        assert b.full and b.full_s is not None and b.soc_pct == pytest.approx(100.0)
+        self.check(dev)
+        dev.set_charging(False)
+        dev.run(120.0)
+        self.check(dev)
+        assert b.soc_pct < 100.0
+        loss = dict(zip(dev.platform.component_names, dev.platform.energy_j))["charging_loss"]
+        assert loss > 0.0
+
+    def test_charging_loss_heats_the_battery(self):
+        plugged, unplugged = device(initial_soc_pct=20.0, charging=True), device(initial_soc_pct=20.0)
+        for d in (plugged, unplugged):
+            d.run(600.0)
+        self.check(plugged)
+        assert plugged.battery_temp_c > unplugged.battery_temp_c + 1.0
+        assert plugged.soc_pct > 20.0 > unplugged.soc_pct
+
+    def test_boards_have_no_battery(self):
+        board = next((n for n, d in CAT.devices.items() if d.kind == "board"), None)
+        if board is None:
+            pytest.skip("no board profile in the catalogue")
+        dev = device(device=board)
+        dev.run(1.0)
+        assert dev.battery is None and dev.battery_temp_c is None and dev.soc_pct is None
