@@ -1,0 +1,148 @@
+"""Execution choices: which cores a training job uses and with how many threads.
+
+An execution choice (the Swan paper's "core combination") is a set of cpus plus a thread
+count. Identical cores are interchangeable, so per cluster only prefixes matter: the paper's
+Pixel 3 choices are 0, 01, 012, 0123, 4, 45, 456, 4567, and SoCs with a prime core add 7, 47,
+457. Mixed big+little sets are enumerated too, flagged ``kind="mixed"``: they always lose to
+their big-core subset (little cores straggle) and the landscape shows why.
+
+The cost order says how much a choice takes from the phone's owner (paper, section 4): more
+cores of a type cost more, any big-core choice costs more than any little-only one, a choice
+with the prime core costs more than one with other big cores only; mixed sets cost most.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from swansim.errors import InputError
+from swansim.hw.profile import SocSpec
+
+KINDS = ("little", "big", "prime", "mixed", "default")
+_KIND_RANK = {k: i for i, k in enumerate(KINDS)}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A set of cpus and a thread count; ``pinned`` threads get one cpu each (Swan's way).
+
+    ``pinned=False`` is PyTorch's default: the threads may run anywhere in ``cpus`` and the
+    kernel places them.
+    """
+
+    cpus: tuple[int, ...]
+    threads: int
+    kind: str = "big"
+    pinned: bool = True
+
+    def __post_init__(self):
+        cpus = tuple(sorted(set(self.cpus)))
+        object.__setattr__(self, "cpus", cpus)
+        if not cpus or any(c < 0 for c in cpus):
+            raise ValueError(f"a choice needs cpu ids >= 0, got {self.cpus!r}")
+        if self.threads < 1:
+            raise ValueError(f"a choice needs at least one thread, got {self.threads}")
+        if self.pinned and self.threads != len(cpus):
+            raise ValueError("a pinned choice has one thread per cpu")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+
+    @property
+    def label(self) -> str:
+        sep = "-" if max(self.cpus) >= 10 else ""
+        base = sep.join(str(c) for c in self.cpus)
+        return base if self.pinned else f"{base}/t{self.threads}"
+
+    def __str__(self) -> str:
+        return self.label
+
+    def thread_cpus(self, soc: SocSpec) -> tuple[int, ...]:
+        """Where each thread is expected to run: thread 0 (the master) on the fastest core.
+
+        Pinned: one cpu each, fastest first. Unpinned: the kernel spreads busy threads over
+        the fastest allowed cores (capacity-aware placement), wrapping when oversubscribed.
+        """
+        order = sorted(self.cpus, key=lambda c: (-_capacity(soc, c), c))
+        return tuple(order[i % len(order)] for i in range(self.threads))
+
+    def clusters(self, soc: SocSpec) -> set[str]:
+        return {soc.cluster_of(c).name for c in self.thread_cpus(soc)}
+
+
+def _capacity(soc: SocSpec, cpu: int) -> float:
+    c = soc.cluster_of(cpu)
+    return c.capacity_dmips_mhz * c.fmax_mhz
+
+
+def _ranked_clusters(soc: SocSpec):
+    """Clusters from slowest to fastest (per-core capacity at top frequency)."""
+    return sorted(soc.clusters, key=lambda c: (c.capacity_dmips_mhz * c.fmax_mhz, c.cpus[0]))
+
+
+def _prefixes(cpus: Iterable[int]) -> list[tuple[int, ...]]:
+    cpus = tuple(cpus)
+    return [cpus[:i] for i in range(1, len(cpus) + 1)]
+
+
+def enumerate_choices(soc: SocSpec, mixed: bool = True) -> list[Choice]:
+    """The paper's choice space for ``soc``, generalised, in cost order (cheapest first).
+
+    Per cluster its prefixes; on SoCs with three or more clusters the fastest one is "prime"
+    and is also combined with prefixes of the next cluster (SD865: 7, 47, 457, 4567). With
+    ``mixed``: fastest full set plus one little core, all little plus one fastest-tier core,
+    and all cores.
+    """
+    ranked = _ranked_clusters(soc)
+    little = ranked[0]
+    out: dict[tuple[int, ...], Choice] = {}
+
+    def add(cpus, kind):
+        cpus = tuple(sorted(cpus))
+        if cpus not in out:
+            out[cpus] = Choice(cpus, len(cpus), kind)
+
+    for p in _prefixes(little.cpus):
+        add(p, "little" if len(ranked) > 1 else "big")
+    has_prime = len(ranked) >= 3
+    for c in ranked[1:]:
+        kind = "prime" if has_prime and c is ranked[-1] else "big"
+        for p in _prefixes(c.cpus):
+            add(p, kind)
+    if has_prime:
+        prime, below = ranked[-1], ranked[-2]
+        for p in _prefixes(below.cpus):
+            add(prime.cpus + p, "prime")
+    if mixed and len(ranked) > 1:
+        fast = tuple(cpu for c in ranked[1:] for cpu in c.cpus)
+        if has_prime:
+            fast = ranked[-1].cpus + ranked[-2].cpus
+        add(fast + little.cpus[:1], "mixed")
+        add(little.cpus + ranked[-1].cpus[:1], "mixed")
+        add(tuple(range(soc.n_cpus)), "mixed")
+    return sorted(out.values(), key=cost_key)
+
+
+def cost_key(choice: Choice) -> tuple:
+    """Sort key of the paper's cost order: kind, then number of cores, then label."""
+    return (_KIND_RANK[choice.kind], len(choice.cpus), choice.label)
+
+
+def pytorch_default(soc: SocSpec) -> Choice:
+    """PyTorch's default, Swan's baseline: as many threads as big cores, no affinity."""
+    ranked = _ranked_clusters(soc)
+    n_big = sum(len(c.cpus) for c in ranked[1:]) or len(ranked[0].cpus)
+    return Choice(tuple(range(soc.n_cpus)), n_big, "default", pinned=False)
+
+
+def parse_choice(label: str, soc: SocSpec) -> Choice:
+    """A choice from its label ("4567", or "0-1-10" on SoCs with ten or more cpus)."""
+    try:
+        cpus = tuple(int(x) for x in (label.split("-") if "-" in label else label))
+    except ValueError:
+        raise InputError("choice", "label", f"{label!r} is not a list of cpu ids") from None
+    if any(c >= soc.n_cpus for c in cpus) or len(set(cpus)) != len(cpus):
+        raise InputError("choice", "label", f"{label!r}: cpus must be distinct and below {soc.n_cpus}")
+    for known in enumerate_choices(soc):
+        if known.cpus == tuple(sorted(cpus)):
+            return known
+    return Choice(cpus, len(cpus), "mixed" if len({soc.cluster_of(c).name for c in cpus}) > 1 else "big")

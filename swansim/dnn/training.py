@@ -1,0 +1,308 @@
+"""The training job: mini-batches of a model as parallel regions on the kernel's scheduler.
+
+Per mini-batch: the forward layers in order, the backward layers in reverse (input gradient,
+then weight gradient), then the SGD update of every parameter; inference mode runs the
+forward pass only. Each layer phase becomes the cost model's regions on the execution choice
+the plan gives for that layer. The job owns an OpenMP-like pool: thread 0 is the master (the
+Python thread), workers are pinned one per cpu of the choice; when the choice changes they
+are re-pinned or the pool grows (migrations are counted and the master pays a switching cost).
+
+Workers that finish a chunk spin at the barrier (holding their core, burning power); idle
+workers keep spinning for the runtime's spin budget and then sleep, and a sleeping worker
+starts its next chunk only after its core's wake-up latency (idle, not busy).
+
+Layering: this module drives a ``kernel.sched.Scheduler`` handed to it (``dnn`` -> ``kernel``,
+documented in DESIGN.md); it never imports the device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence, Union
+
+import simpy
+
+from swansim.dnn.choices import Choice
+from swansim.dnn.cost import Plan, Region, SocView, layer_regions, update_regions
+from swansim.dnn.graph import Model
+from swansim.dnn.runtime import Runtime
+from swansim.hw.profile import SocSpec
+
+PlanLike = Union[Choice, Plan, Callable[[int], Union[Choice, Plan]]]
+
+
+@dataclass
+class _Worker:
+    """Pool bookkeeping for one thread: spinning in the pool, asleep, or working."""
+
+    state: str = "sleep"       # "spin" | "sleep" | "busy"
+    token: int = 0             # invalidates a pending fall-asleep timer
+
+
+class TrainingJob:
+    """A SimPy process training (or running inference with) ``model`` on a plan."""
+
+    def __init__(self, env: simpy.Environment, sched, soc: SocSpec, model: Model,
+                 runtime: Runtime, plan: PlanLike, mode: str = "train",
+                 n_batches: int | None = None, nice: int = 0,
+                 cpuset: Sequence[int] | None = None, name: str = "train",
+                 idle_floor_w: float | None = None, record_layers: bool = True):
+        if mode not in ("train", "infer"):
+            raise ValueError(f"mode must be 'train' or 'infer', got {mode!r}")
+        self.env, self.sched, self.platform = env, sched, sched.platform
+        self.soc, self.model, self.runtime, self.mode = soc, model, runtime, mode
+        self.view = SocView.of(soc, runtime)
+        self._plan = plan
+        self.n_batches = n_batches
+        self.nice, self.name = nice, name
+        self.cpuset = tuple(sorted(cpuset)) if cpuset is not None else None
+        self.idle_floor_w = self.platform.total_power_w if idle_floor_w is None else idle_floor_w
+        self.record_layers = record_layers
+        self.pool: list = []
+        self._workers: list[_Worker] = []
+        self._choice_key: dict[int, tuple] = {}
+        self._region_cache: dict[tuple, list[Region]] = {}
+        self.migrations = 0
+        self._started = False
+        self.batch_rows: list[tuple] = []
+        self.layer_rows: list[tuple] = []
+        self.thread_rows: list[tuple] = []
+        self.batch_index = 0
+        self.stopped = False
+        self.process = env.process(self._run())
+
+    # -- plan -----------------------------------------------------------------------------
+
+    def plan_for(self, batch: int) -> Plan:
+        p = self._plan(batch) if callable(self._plan) and not isinstance(self._plan, (Choice, Plan)) else self._plan
+        if isinstance(p, Choice):
+            p = Plan.uniform(p, len(self.model.layers))
+        if len(p.fwd) != len(self.model.layers) or len(p.bwd) != len(self.model.layers):
+            raise ValueError(f"plan has {len(p.fwd)}/{len(p.bwd)} choices for {len(self.model.layers)} layers")
+        return p
+
+    def stop(self) -> None:
+        """Finish the current batch, then stop."""
+        self.stopped = True
+
+    # -- the process ----------------------------------------------------------------------
+
+    def _run(self):
+        while not self.stopped and (self.n_batches is None or self.batch_index < self.n_batches):
+            plan = self.plan_for(self.batch_index)
+            self.sched.sync()
+            t0, e0, mig0 = self.env.now, self.platform.total_energy_j, self.migrations
+            for choice, regions, layer, phase in self._batch_steps(plan):
+                yield from self._apply(choice)
+                start = self.env.now
+                for r in regions:
+                    yield from self._region(r, choice, layer, phase)
+                if self.record_layers and regions:
+                    ly = self.model.layers[layer]
+                    self.layer_rows.append((self.batch_index, layer, ly.name, ly.op, phase,
+                                            choice.label, start, self.env.now))
+            self.sched.sync()
+            lat = self.env.now - t0
+            energy = self.platform.total_energy_j - e0
+            self.batch_rows.append((self.batch_index, plan.label, t0, lat, energy,
+                                    energy - self.idle_floor_w * lat, self.migrations - mig0))
+            self.batch_index += 1
+        for th in self.pool:
+            self.sched.stop(th)
+            self._workers[self.pool.index(th)].state = "sleep"
+
+    def _batch_steps(self, plan: Plan):
+        layers = self.model.layers
+        for i in range(len(layers)):
+            yield plan.fwd[i], self._regions(i, "fwd", plan.fwd[i]), i, "fwd"
+        if self.mode == "infer":
+            return
+        for i in range(len(layers) - 1, -1, -1):
+            for phase in ("bwd_input", "bwd_weight"):
+                yield plan.bwd[i], self._regions(i, phase, plan.bwd[i]), i, phase
+        for i in range(len(layers)):
+            yield plan.update, self._regions(i, "update", plan.update), i, "update"
+
+    def _regions(self, i: int, phase: str, choice: Choice) -> list[Region]:
+        key = (i, phase, choice)
+        if key not in self._region_cache:
+            layer = self.model.layers[i]
+            self._region_cache[key] = (update_regions(self.view, layer, i, choice) if phase == "update"
+                                       else layer_regions(self.view, layer, i, phase, choice))
+        return self._region_cache[key]
+
+    # -- the pool -------------------------------------------------------------------------
+
+    def _affinity(self, choice: Choice, i: int) -> tuple[int, ...]:
+        want = (choice.thread_cpus(self.soc)[i],) if choice.pinned else choice.cpus
+        if self.cpuset is not None:
+            want = tuple(c for c in want if c in self.cpuset) or self.cpuset
+        return want
+
+    def _apply(self, choice: Choice):
+        """Re-pin and resize the pool for ``choice``; the master pays for each migration."""
+        moved = 0
+        while len(self.pool) < choice.threads:
+            i = len(self.pool)
+            self.pool.append(self.sched.spawn(f"{self.name}.{i}", self._affinity(choice, i),
+                                              self.nice, group=self.name))
+            self._workers.append(_Worker())
+            self._choice_key[i] = self._affinity(choice, i)
+            moved += 1
+        for i in range(choice.threads):
+            want = self._affinity(choice, i)
+            if self._choice_key[i] != want:
+                self.sched.set_affinity(self.pool[i], want)
+                self._choice_key[i] = want
+                moved += 1
+        if not self._started:
+            self._started = True  # creating the first pool is not a migration
+            return
+        if moved:
+            self.migrations += moved
+            self._stop_worker(0)
+            cycles = [self.runtime.switch_instructions * moved / c.scalar_ipc for c in self.soc.clusters]
+            yield self.sched.run(self.pool[0], 1.0, tuple(1.0 / c for c in cycles))
+
+    def _stop_worker(self, i: int) -> float:
+        """Take worker ``i`` out of the pool wait; returns its wake-up delay (0 if spinning)."""
+        w = self._workers[i]
+        w.token += 1
+        if w.state == "spin":
+            self.sched.stop(self.pool[i])
+            w.state = "busy"
+            return 0.0
+        if w.state == "sleep":
+            w.state = "busy"
+            return self._wake_latency(i)
+        return 0.0
+
+    def _park(self, i: int) -> None:
+        """Worker ``i`` (spinning at the barrier) waits in the pool: spin for the budget, then sleep."""
+        w = self._workers[i]
+        w.token += 1
+        budget = self.runtime.spin_budget_cycles
+        if budget <= 0:
+            self.sched.stop(self.pool[i])
+            w.state = "sleep"
+            return
+        w.state = "spin"
+        tok = w.token
+        timer = self.env.timeout(budget / self._freq_hz(i))
+        timer.callbacks.append(lambda _ev: self._fall_asleep(i, tok))
+
+    def _fall_asleep(self, i: int, tok: int) -> None:
+        w = self._workers[i]
+        if w.token == tok and w.state == "spin":
+            self.sched.stop(self.pool[i])
+            w.state = "sleep"
+
+    def _cluster(self, i: int) -> int:
+        th = self.pool[i]
+        cpu = th.cpu if th.cpu is not None else th.affinity[0]
+        return self.platform.cluster_of_cpu[cpu]
+
+    def _freq_hz(self, i: int) -> float:
+        return self.platform.freq_mhz[self._cluster(i)] * 1e6
+
+    def _wake_latency(self, i: int) -> float:
+        return self.runtime.family[self.view.family[self._cluster(i)]].wake_latency_s
+
+    # -- regions --------------------------------------------------------------------------
+
+    def _region(self, r: Region, choice: Choice, layer: int, phase: str):
+        sched = self.sched
+        master = self.pool[0]
+        self._stop_worker(0)
+        k0 = self._cluster(0)
+        start = self.env.now
+        if not r.parallel:
+            w = r.team[0]
+            cyc = r.serial_cycles[k0] + w.cycles(k0)
+            yield sched.run(master, r.repeat * cyc * w.speed[k0], w.speed,
+                            w.bytes_per_unit * w.units / (cyc * w.speed[k0]) if cyc else 0.0)
+            return
+        n = len(r.team)
+        if r.repeat == 1:
+            yield sched.run(master, 1.0, tuple(1.0 / max(c, 1e-9) for c in r.serial_cycles))
+            delays = [0.0] + [self._stop_worker(i) for i in range(1, n)]
+            extra = [0.0] * n
+            lead = [0.0] * n
+        else:
+            delays, extra, lead = self._repeat_plan(r)
+        finishes = [0.0] * n
+        fork = self.env.now
+        procs = [self.env.process(self._member(i, r.team[i], r.repeat, delays[i], extra[i],
+                                               lead[i], finishes)) for i in range(n)]
+        yield simpy.AllOf(self.env, procs)
+        for i in range(1, n):
+            self._park(i)
+        sched.stop(master)
+        if self.record_layers:
+            b = self.batch_index
+            for i in range(n):
+                th = self.pool[i]
+                cpu = th.cpu if th.cpu is not None else th.affinity[0]
+                self.thread_rows.append((b, layer, phase, r.op, i, cpu, fork, finishes[i],
+                                         r.team[i].units * r.repeat))
+
+    def _repeat_plan(self, r: Region):
+        """A per-group loop run as one macro region: who sleeps between repeats, and for how long.
+
+        Per repeat the master dispatches then everyone computes; a worker whose wait (barrier +
+        next dispatch) exceeds its spin budget sleeps and wakes every repeat. Decided at the
+        current frequencies with the cost model's formulas.
+        """
+        n = len(r.team)
+        k = [self._cluster(i) for i in range(n)]
+        f = [self._freq_hz(i) for i in range(n)]
+        t = [r.team[i].cycles(k[i]) / f[i] for i in range(n)]
+        t_serial = r.serial_cycles[k[0]] / f[0]
+        t_par = max(t)
+        delays, extra, lead = [0.0] * n, [0.0] * n, [0.0] * n
+        lead[0] = r.repeat * r.serial_cycles[k[0]]          # the master dispatches every repeat
+        for i in range(1, n):
+            first = self._stop_worker(i)
+            gap = t_par - t[i] + t_serial
+            budget = self.runtime.spin_budget_cycles / f[i]
+            if gap > budget:
+                # per repeat: spin the budget (busy), sleep out the rest of the gap, wake up (idle)
+                delays[i] = first + (r.repeat - 1) * (gap - budget + self._wake_latency(i))
+                extra[i] = (r.repeat - 1) * self.runtime.spin_budget_cycles
+            else:
+                delays[i] = first
+                extra[i] = (r.repeat - 1) * gap * f[i]       # spinning in the pool between repeats
+        return delays, extra, lead
+
+    def _member(self, i: int, w, repeat: int, delay_s: float, extra_cycles: float,
+                lead_cycles: float, finishes: list):
+        th = self.pool[i]
+        if delay_s > 0:
+            yield self.env.timeout(delay_s)
+        k = self._cluster(i)
+        # overheads and spinning in cycles become work units at this core's speed
+        cyc = repeat * w.cycles(k) + extra_cycles + lead_cycles
+        amount = cyc * w.speed[k]
+        bpu = (w.bytes_per_unit * w.units * repeat / amount) if amount else 0.0
+        yield self.sched.run(th, amount, w.speed, bpu)
+        finishes[i] = self.env.now
+        self.sched.spin(th)  # wait at the barrier
+
+    # -- results --------------------------------------------------------------------------
+
+    def batch_frame(self):
+        import pandas as pd
+        return pd.DataFrame(self.batch_rows, columns=["batch", "choice", "start_s", "latency_s",
+                                                      "energy_j", "net_energy_j", "migrations"])
+
+    def layer_frame(self):
+        import pandas as pd
+        return pd.DataFrame(self.layer_rows, columns=["batch", "layer", "name", "op", "phase",
+                                                      "choice", "start_s", "end_s"])
+
+    def thread_frame(self):
+        """One row per thread per parallel region: when it forked and when it finished."""
+        import pandas as pd
+        df = pd.DataFrame(self.thread_rows, columns=["batch", "layer", "phase", "op", "thread",
+                                                     "cpu", "fork_s", "finish_s", "units"])
+        df["cluster"] = [self.soc.cluster_of(c).name for c in df["cpu"]]
+        return df
