@@ -1,0 +1,406 @@
+"""The phone's owner's apps as SimPy processes: a UI thread and a RenderThread drawing frames.
+
+An app of a trace category (`swansim.apps.traces.CATEGORIES`) is a UI (main) thread and a
+RenderThread in the top-app cpuset at the nice values Android gives a top app, plus 0-2
+worker threads. It draws only while there is something to draw: bursts of frames (a scroll,
+an animation) at the display refresh rate, separated by idle gaps; continuous categories
+(video, games, camera) draw all the time. Per frame the UI thread starts at a vsync, does its
+work, hands the frame to the RenderThread (waiting if the previous frame still renders,
+as hwui's DrawFrameTask does) and is free for the next vsync; the frame is done when the
+RenderThread finishes. Work is in scalar (A55-equivalent) instructions: on a core it runs at
+``scalar_ipc`` of its cluster per cycle.
+
+Every demand figure lives in ``appmodels.toml`` next to its source or stated assumption;
+`load_app_table` validates it and names the file and field of any bad figure.
+
+Layering: this module drives a ``kernel.sched.Scheduler`` and reads ``hw`` specs; it never
+imports the device or the training job. `play_trace` takes any object with ``env``, ``sched``,
+``platform``, ``spec`` and ``rng`` (a `swansim.device.Device`).
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import simpy
+
+from swansim.apps.traces import CATEGORIES, Session
+from swansim.apps.ux import UxRecorder
+from swansim.errors import InputError
+from swansim.hw.profile import DeviceSpec
+from swansim.kernel.sched import Scheduler, Thread
+
+APP_TABLE_PATH = Path(__file__).resolve().with_name("appmodels.toml")
+MINSTR = 1e6
+# A vsync index is rounded up from time * refresh; this absorbs float error at a boundary.
+_VSYNC_EPS = 1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+
+
+@dataclass(frozen=True)
+class AndroidNice:
+    """Nice values Android gives the foreground app's threads (Process.THREAD_PRIORITY_*)."""
+
+    ui_nice: int
+    render_nice: int
+    worker_nice: int
+
+
+@dataclass(frozen=True)
+class CategoryModel:
+    """CPU demand of one app category (see ``appmodels.toml`` for units and sources)."""
+
+    name: str
+    ui_minstr_per_frame: float
+    render_minstr_per_frame: float
+    frame_sigma: float
+    frame_rate_hz: float
+    burst_s: float
+    gap_s: float
+    workers: int
+    worker_minstr: float
+    worker_interval_s: float
+    worker_nice: int
+    dram_bytes_per_instr: float
+
+    @property
+    def continuous(self) -> bool:
+        return self.gap_s == 0.0
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task of the Work-like benchmark (see ``appmodels.toml``)."""
+
+    name: str
+    steps: int
+    ui_minstr: float
+    workers: int
+    pool_minstr: float
+    pool_chunks: int
+    frames: int
+    ui_minstr_per_frame: float
+    render_minstr_per_frame: float
+    step_sigma: float
+    gap_s: float
+    dram_bytes_per_instr: float
+
+
+@dataclass(frozen=True)
+class AppTable:
+    android: AndroidNice
+    categories: dict[str, CategoryModel]
+    tasks: tuple[TaskSpec, ...]
+    path: Path
+
+
+# Per field: (low, high, integer?) - a figure outside is refused as a likely unit mistake.
+_BOUNDS = {
+    "ui_nice": (-20, 19, True), "render_nice": (-20, 19, True), "worker_nice": (-20, 19, True),
+    "ui_minstr_per_frame": (0.0, 1000.0, False), "render_minstr_per_frame": (0.0, 1000.0, False),
+    "frame_sigma": (0.0, 2.0, False), "frame_rate_hz": (0.0, 240.0, False),
+    "burst_s": (0.01, 3600.0, False), "gap_s": (0.0, 3600.0, False),
+    "workers": (-1, 16, True), "worker_minstr": (0.0, 1e6, False), "worker_interval_s": (0.001, 3600.0, False),
+    "dram_bytes_per_instr": (0.0, 10.0, False),
+    "steps": (1, 1000, True), "ui_minstr": (0.0, 1e6, False), "frames": (0, 10000, True),
+    "pool_minstr": (0.0, 1e7, False), "pool_chunks": (1, 10000, True),
+    "step_sigma": (0.0, 2.0, False),
+}
+
+
+def _read(table: dict, path: Path, prefix: str, cls: type, skip: tuple[str, ...] = ("name",)) -> dict:
+    """The fields of ``cls`` from ``table``: each present, in bounds and with a source."""
+    sources = table.get("sources", {})
+    out = {}
+    for f in fields(cls):
+        if f.name in skip:
+            continue
+        where = f"{prefix}.{f.name}"
+        if f.name not in table:
+            raise InputError(path, where, "missing required field")
+        v = table[f.name]
+        lo, hi, integer = _BOUNDS[f.name]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise InputError(path, where, f"expected a number, got {v!r}")
+        if integer and v != int(v):
+            raise InputError(path, where, f"expected an integer, got {v!r}")
+        if not lo <= v <= hi:
+            raise InputError(path, where, f"{v} is outside {lo}..{hi}")
+        src = sources.get(f.name)
+        if not isinstance(src, str) or not src.strip():
+            raise InputError(path, f"{prefix}.sources.{f.name}",
+                             "every figure needs a source or 'assumption: <reason>'")
+        out[f.name] = int(v) if integer else float(v)
+    unknown = set(table) - {f.name for f in fields(cls)} - {"sources"}
+    if unknown:
+        raise InputError(path, f"{prefix}.{sorted(unknown)[0]}", "unknown field")
+    return out
+
+
+def load_app_table(path: str | Path = APP_TABLE_PATH) -> AppTable:
+    """Read and validate the app-model table (categories, Android nice values, benchmark tasks)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, "path", "file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(path, "toml", str(e)) from None
+    for key in ("android", "categories", "workbench"):
+        if not isinstance(data.get(key), dict):
+            raise InputError(path, key, "missing required table")
+    android = AndroidNice(**_read(data["android"], path, "android", AndroidNice, skip=()))
+    cats = {}
+    for name in CATEGORIES:
+        if name not in data["categories"]:
+            raise InputError(path, f"categories.{name}", "missing category")
+        cats[name] = CategoryModel(name=name, **_read(data["categories"][name], path, f"categories.{name}",
+                                                      CategoryModel))
+        if cats[name].workers < 0:
+            raise InputError(path, f"categories.{name}.workers", "must be 0 or more (-1 is for benchmark pools)")
+    for name in data["categories"]:
+        if name not in CATEGORIES:
+            raise InputError(path, f"categories.{name}", f"unknown category (expected one of {', '.join(CATEGORIES)})")
+    tasks = tuple(TaskSpec(name=n, **_read(t, path, f"workbench.{n}", TaskSpec))
+                  for n, t in data["workbench"].items())
+    if not tasks:
+        raise InputError(path, "workbench", "no tasks")
+    return AppTable(android, cats, tasks, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running apps
+
+
+def scalar_speed(spec: DeviceSpec) -> tuple[float, ...]:
+    """Scalar instructions per cycle per cluster: the speed of app work on each core type."""
+    return tuple(c.scalar_ipc for c in spec.soc.clusters)
+
+
+class Vsync:
+    """The display's vsync grid: tick k at k / refresh_hz."""
+
+    def __init__(self, refresh_hz: float):
+        if refresh_hz <= 0:
+            raise ValueError(f"display refresh must be positive, got {refresh_hz}")
+        self.refresh_hz = refresh_hz
+        self.period_s = 1.0 / refresh_hz
+
+    def index_at_or_after(self, t_s: float) -> int:
+        return math.ceil(t_s * self.refresh_hz - _VSYNC_EPS)
+
+    def time(self, k: int) -> float:
+        return k / self.refresh_hz
+
+
+class FramePipeline:
+    """A UI thread and a RenderThread producing frames on vsync, recorded once each when done.
+
+    The UI thread starts a frame at a vsync, hands it to the RenderThread (waiting while the
+    previous frame still renders) and may start the next frame at a later vsync while this one
+    renders. Every started frame ends up exactly once in ``recorded`` (done), ``abandoned``
+    (cut short by `abandon`) or `in_flight`.
+    """
+
+    def __init__(self, env: simpy.Environment, sched: Scheduler, app: str, ui: Thread, render: Thread,
+                 speed: Sequence[float], vsync: Vsync, recorder: UxRecorder, bytes_per_instr: float = 0.0):
+        self.env, self.sched, self.app = env, sched, app
+        self.ui, self.render = ui, render
+        self.speed, self.vsync, self.recorder = tuple(speed), vsync, recorder
+        self.bytes_per_instr = bytes_per_instr
+        self._render_free: simpy.Event | None = None   # pending while a frame renders
+        self._render_proc: simpy.Process | None = None
+        self._ui_open = False                          # the UI thread holds a started frame
+        self.started = 0
+        self.recorded = 0
+        self.abandoned = 0
+
+    @property
+    def in_flight(self) -> int:
+        return int(self._ui_open) + int(self._render_proc is not None)
+
+    def frame(self, ui_instr: float, render_instr: float, every_vsyncs: int = 1):
+        """Generator: draw one frame at the next vsync (of every ``every_vsyncs``-th one)."""
+        env = self.env
+        k = self.vsync.index_at_or_after(env.now)
+        if every_vsyncs > 1:
+            k = -(-k // every_vsyncs) * every_vsyncs
+        vsync_s = self.vsync.time(k)
+        if vsync_s > env.now:
+            yield env.timeout(vsync_s - env.now)
+        self.started += 1
+        self._ui_open = True
+        ui_start = env.now
+        yield self.sched.run(self.ui, ui_instr, self.speed, self.bytes_per_instr)
+        ui_done = env.now
+        while self._render_free is not None:
+            yield self._render_free
+        self._ui_open = False
+        self._render_free = env.event()
+        self._render_proc = env.process(self._render(vsync_s, ui_start, ui_done, render_instr))
+
+    def _render(self, vsync_s: float, ui_start: float, ui_done: float, render_instr: float):
+        start = self.env.now
+        try:
+            yield self.sched.run(self.render, render_instr, self.speed, self.bytes_per_instr)
+        except simpy.Interrupt:
+            return
+        self.recorder.add_frame(self.app, vsync_s, self.vsync.period_s, ui_start, ui_done, start, self.env.now)
+        self.recorded += 1
+        free, self._render_free, self._render_proc = self._render_free, None, None
+        free.succeed()
+
+    def idle(self):
+        """Generator: wait until the last handed-off frame has rendered."""
+        while self._render_free is not None:
+            yield self._render_free
+
+    def abandon(self) -> None:
+        """Drop work in flight (the app left the screen): those frames are not recorded."""
+        self.abandoned += self.in_flight
+        if self._render_proc is not None and self._render_proc.is_alive:
+            self._render_proc.interrupt()
+        self._render_proc, self._render_free, self._ui_open = None, None, False
+        self.sched.stop(self.ui)
+        self.sched.stop(self.render)
+
+
+def lognormal_factor(rng: np.random.Generator, sigma: float) -> float:
+    """A factor with mean 1 (sigma 0 gives exactly 1)."""
+    return float(rng.lognormal(-0.5 * sigma * sigma, sigma)) if sigma > 0 else 1.0
+
+
+class App:
+    """One foreground session of a category: frame bursts, idle gaps, worker jobs, until `stop`."""
+
+    def __init__(self, env: simpy.Environment, sched: Scheduler, spec: DeviceSpec, model: CategoryModel,
+                 android: AndroidNice, recorder: UxRecorder, rng: np.random.Generator,
+                 name: str | None = None, load_scale: float = 1.0, cpuset: Sequence[int] | None = None):
+        if load_scale <= 0:
+            raise ValueError(f"load_scale must be positive, got {load_scale}")
+        self.env, self.sched, self.spec, self.model = env, sched, spec, model
+        self.recorder, self.rng = recorder, rng
+        self.name = name or model.name
+        self.load_scale = load_scale
+        cpus = tuple(cpuset if cpuset is not None else spec.cpusets["top_app"])
+        self.speed = scalar_speed(spec)
+        ui = sched.spawn(f"{self.name}.ui", cpus, android.ui_nice, group=self.name)
+        render = sched.spawn(f"{self.name}.render", cpus, android.render_nice, group=self.name)
+        self.vsync = Vsync(spec.display_refresh_hz)
+        self.pipeline = FramePipeline(env, sched, self.name, ui, render, self.speed, self.vsync, recorder,
+                                      model.dram_bytes_per_instr)
+        self.workers = [sched.spawn(f"{self.name}.worker{i}", cpus, model.worker_nice, group=self.name)
+                        for i in range(model.workers)]
+        self._procs: list[simpy.Process] = []
+        self.running = False
+
+    @property
+    def threads(self) -> list[Thread]:
+        return [self.pipeline.ui, self.pipeline.render, *self.workers]
+
+    def start(self) -> "App":
+        self.running = True
+        self._procs = [self.env.process(self._draw())]
+        if self.workers and self.model.worker_minstr > 0:
+            self._procs.append(self.env.process(self._work()))
+        return self
+
+    def stop(self) -> None:
+        """The app leaves the screen: work in flight is dropped, its threads sleep."""
+        if not self.running:
+            return
+        self.running = False
+        for p in self._procs:
+            if p.is_alive:
+                p.interrupt()
+        self.pipeline.abandon()
+        for w in self.workers:
+            self.sched.stop(w)
+
+    def _every_vsyncs(self) -> int:
+        rate = self.model.frame_rate_hz
+        if rate <= 0 or rate >= self.vsync.refresh_hz:
+            return 1
+        return max(1, round(self.vsync.refresh_hz / rate))
+
+    def _draw(self):
+        m, rng, env = self.model, self.rng, self.env
+        every = self._every_vsyncs()
+        try:
+            while True:
+                burst_end = env.now + (m.burst_s if m.continuous else rng.exponential(m.burst_s))
+                while env.now < burst_end:
+                    ui = m.ui_minstr_per_frame * MINSTR * self.load_scale * lognormal_factor(rng, m.frame_sigma)
+                    rd = m.render_minstr_per_frame * MINSTR * self.load_scale * lognormal_factor(rng, m.frame_sigma)
+                    yield from self.pipeline.frame(ui, rd, every)
+                if not m.continuous:
+                    yield from self.pipeline.idle()
+                    yield env.timeout(rng.exponential(m.gap_s))
+        except simpy.Interrupt:
+            return
+
+    def _work(self):
+        m, rng, env = self.model, self.rng, self.env
+        try:
+            while True:
+                yield env.timeout(rng.exponential(m.worker_interval_s))
+                start = env.now
+                amount = m.worker_minstr * MINSTR * self.load_scale * lognormal_factor(rng, m.frame_sigma)
+                jobs = [self.sched.run(w, amount, self.speed, m.dram_bytes_per_instr) for w in self.workers]
+                yield simpy.AllOf(env, jobs)
+                self.recorder.add_task(self.name, f"{m.name}.worker_job", start, env.now)
+        except simpy.Interrupt:
+            return
+
+
+class TracePlayer:
+    """Plays one user's foreground sessions: screen on, the category's app, screen off."""
+
+    def __init__(self, env: simpy.Environment, sched: Scheduler, spec: DeviceSpec,
+                 sessions: Sequence[Session], rng: np.random.Generator,
+                 table: AppTable | None = None, recorder: UxRecorder | None = None,
+                 set_screen=None, until_s: float | None = None):
+        self.env, self.sched, self.spec = env, sched, spec
+        self.sessions = tuple(sessions)
+        self.rng = rng
+        self.table = table or load_app_table()
+        self.recorder = recorder or UxRecorder()
+        self._set_screen = set_screen or sched.platform.set_screen
+        self.until_s = until_s
+        self.apps: list[App] = []
+        self.process = env.process(self._play())
+
+    def _screen(self, on: bool) -> None:
+        self.sched.sync()  # energy so far at the old screen power
+        self._set_screen(on)
+
+    def _play(self):
+        env = self.env
+        for i, s in enumerate(self.sessions):
+            if self.until_s is not None and s.start_s >= self.until_s:
+                return
+            if s.start_s > env.now:
+                yield env.timeout(s.start_s - env.now)
+            self._screen(True)
+            app = App(env, self.sched, self.spec, self.table.categories[s.app_category], self.table.android,
+                      self.recorder, self.rng, name=f"{s.user_id}#{i}:{s.app_category}",
+                      load_scale=s.load_scale).start()
+            self.apps.append(app)
+            end_s = s.end_s if self.until_s is None else min(s.end_s, self.until_s)
+            yield env.timeout(max(0.0, end_s - env.now))
+            app.stop()
+            self._screen(False)
+
+
+def play_trace(device, trace, user: str, table: AppTable | None = None,
+               recorder: UxRecorder | None = None, until_s: float | None = None) -> TracePlayer:
+    """Play ``user``'s sessions of ``trace`` on ``device`` (anything with env, sched, spec, rng)."""
+    return TracePlayer(device.env, device.sched, device.spec, trace.sessions_of(user), device.rng,
+                       table=table, recorder=recorder, until_s=until_s)

@@ -1,0 +1,294 @@
+"""Scenarios that combine a device, the owner's apps and background training.
+
+This module sits above `swansim.device` (it builds devices) and joins what the layers below
+keep apart: the Work-like benchmark (`swansim.apps.workbench`) and the training job
+(`swansim.dnn.training`). A *background* is a callable ``background(device) -> job``
+started on a fresh device before the benchmark; the job needs a ``stop()``.
+
+`work_score` is the Swan paper's user-experience measurement (Fig. 3: the PCMark Work 3.0
+score with and without training in the background), done on the simulated phone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Callable
+
+import pandas as pd
+
+from swansim.apps.appmodels import App, AppTable, load_app_table
+from swansim.apps.ux import UxRecorder, jank_summary
+from swansim.apps.workbench import WorkBench, script, score, task_times
+from swansim.device import Device, DeviceConfig
+from swansim.dnn.choices import Choice, pytorch_default
+from swansim.dnn.models import build_model
+from swansim.dnn.runtime import load_runtime
+from swansim.dnn.training import TrainingJob
+
+Background = Callable[[Device], object]
+PLACEMENT_MODES = ("wakeup", "throughput")
+# A move must gain at least this share of throughput: no ping-pong between equal cores.
+_GAIN = 1.0 + 1e-9
+
+
+class WakeupPlacement:
+    """Linux-like placement of unpinned threads: running threads stay, waking ones take idle cores.
+
+    The kernel's default `place_for_throughput` re-places every thread at every change,
+    heaviest first, by capacity at the *current* frequency. That lets a waking UI thread
+    evict a running training thread from a big core (so background training can never take
+    a big core from the app), and it traps an app on a little cluster that another thread
+    keeps at a high clock. Linux does neither (kernel/sched/fair.c):
+
+    - a thread that is running stays on its core (no preemptive global re-placement);
+    - a waking thread goes to an idle allowed core, largest original capacity first
+      (EAS ``find_best_target`` with ``prefer_idle`` for top-app on Android 4.9-4.19 kernels,
+      ``select_idle_sibling`` in one LLC domain as on DynamIQ SoCs); if none is idle, to the
+      core where its weight gets most (it shares by CFS weight);
+    - an idle core pulls a thread that would run faster there (idle balance; misfit
+      migration of a thread stuck on a smaller core).
+
+    Capacity is ``fmax x scalar_ipc`` (capacity_orig), not the current clock.
+    A stand-in owned by this module until the kernel's scheduler offers it: it only uses the
+    documented `Placement` hook (``Scheduler.placement``).
+    """
+
+    def __init__(self):
+        self._running: set[int] = set()          # tids runnable in the previous plan
+        self._prev_load: list[float] | None = None  # weight per core in the previous plan
+
+    def __call__(self, sched, threads: list) -> None:
+        p = sched.platform
+        n = p.n_cpus
+        cap = [p.clusters[p.cluster_of_cpu[c]].fmax_mhz * p.clusters[p.cluster_of_cpu[c]].scalar_ipc
+               for c in range(n)]
+        load, count = [0.0] * n, [0] * n
+        waking = []
+        for t in threads:
+            if len(t.affinity) == 1:
+                t.cpu = t.affinity[0]
+            elif t.tid in self._running and t.cpu in t.affinity:
+                pass
+            else:
+                waking.append(t)
+                continue
+            load[t.cpu] += t.weight
+            count[t.cpu] += 1
+        # A core vacated at this change keeps its load for this decision: a thread that ends a
+        # piece of work and starts the next at the same instant never left its core in Linux.
+        seen_load, seen_count = list(load), list(count)
+        if self._prev_load is not None:
+            for c in range(n):
+                if count[c] == 0 and self._prev_load[c] > 0.0:
+                    seen_load[c], seen_count[c] = self._prev_load[c], 1
+        waking.sort(key=lambda t: (-t.weight, t.tid))
+        for t in waking:
+            idle = [c for c in t.affinity if seen_count[c] == 0]
+            if idle:
+                best = max(idle, key=lambda c: (cap[c], c == t.cpu, -c))
+            else:
+                best = max(t.affinity, key=lambda c: (cap[c] * t.weight / (seen_load[c] + t.weight), c == t.cpu, -c))
+            t.cpu = best
+            for arr_load, arr_count in ((load, count), (seen_load, seen_count)):
+                arr_load[best] += t.weight
+                arr_count[best] += 1
+        self._idle_balance(threads, cap, load, count, seen_count)
+        self._running = {t.tid for t in threads}
+        self._prev_load = load
+
+    @staticmethod
+    def _idle_balance(threads, cap, load, count, seen_count) -> None:
+        movable = [t for t in threads if len(t.affinity) > 1]
+        while True:
+            best = None
+            for c in sorted((c for c in range(len(cap)) if seen_count[c] == 0), key=lambda c: (-cap[c], c)):
+                for t in movable:
+                    if c not in t.affinity:
+                        continue
+                    now_rate = cap[t.cpu] * t.weight / load[t.cpu]
+                    gain = cap[c] / now_rate
+                    if gain > _GAIN and (best is None or (gain, t.weight, -t.tid) > best[0]):
+                        best = ((gain, t.weight, -t.tid), t, c)
+                if best is not None:
+                    break
+            if best is None:
+                return
+            _, t, c = best
+            load[t.cpu] -= t.weight
+            count[t.cpu] -= 1
+            seen_count[t.cpu] -= 1
+            t.cpu = c
+            load[c] += t.weight
+            count[c] += 1
+            seen_count[c] += 1
+
+
+def use_placement(dev: Device, mode: str) -> None:
+    """Set the device's thread placement: "wakeup" (`WakeupPlacement`) or the kernel's "throughput"."""
+    if mode not in PLACEMENT_MODES:
+        raise ValueError(f"placement mode must be one of {PLACEMENT_MODES}, got {mode!r}")
+    if mode == "wakeup":
+        dev.sched.placement = WakeupPlacement()
+
+# The Swan paper's training workloads (batch 16). Input shapes are stated assumptions.
+PAPER_WORKLOADS = {
+    # Google Speech keyword spotting, 35 classes; a 1x32x32 spectrogram is an assumption
+    # (the reference notes say "1x32x32-ish").
+    "resnet34": {"num_classes": 35, "input_shape": (1, 32, 32)},
+    # OpenImage, 600 classes; 3x112x112 crops as the pytorch runtime profile's calibration
+    # (swansim/dnn/runtimes/pytorch.toml) assumes for ShuffleNetV2-x2; MobileNetV2 the same.
+    "shufflenet_v2_x2_0": {"num_classes": 600, "input_shape": (3, 112, 112)},
+    "mobilenet_v2": {"num_classes": 600, "input_shape": (3, 112, 112)},
+}
+BATCH = 16
+PLACEMENTS = ("pytorch-default", "little1")
+
+
+@dataclass
+class TrainingBackground:
+    """Start a training job on a device: the paper's baseline or one confined to a little core.
+
+    ``placement``: "pytorch-default" (threads = big cores, no affinity, in the process's
+    cpuset) or "little1" (one thread pinned to the first little core). The training process
+    is a separate app in the foreground cpuset (a Termux shell kept alive by a foreground
+    service) at ``nice`` 0: Swan does not renice it.
+    """
+
+    model: str = "resnet34"
+    placement: str = "pytorch-default"
+    runtime: str = "pytorch"
+    nice: int = 0
+    cpuset: str = "foreground"
+
+    def __call__(self, dev: Device) -> TrainingJob:
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
+        soc = dev.spec.soc
+        if self.placement == "pytorch-default":
+            choice = pytorch_default(soc)
+        else:
+            little = min(soc.clusters, key=lambda c: c.capacity_dmips_mhz)
+            choice = Choice((little.cpus[0],), 1, "little")
+        kw = PAPER_WORKLOADS.get(self.model, {})
+        model = build_model(self.model, batch=BATCH, **kw)
+        cpus = dev.spec.cpusets.get(self.cpuset, tuple(range(soc.n_cpus)))
+        return TrainingJob(dev.env, dev.sched, soc, model, load_runtime(self.runtime), choice,
+                           nice=self.nice, cpuset=cpus, name="train", record_layers=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}@{self.placement}"
+
+
+@dataclass
+class DenseLoad:
+    """A stand-in background: ``threads`` threads spinning through dense work, back to back.
+
+    ``cpus`` None: unpinned within the device's ``cpuset``; otherwise each thread pinned to
+    one cpu of ``cpus`` in turn. Built on the scheduler API alone (no training job).
+    """
+
+    threads: int = 4
+    cpus: tuple[int, ...] | None = None
+    nice: int = 0
+    cpuset: str = "foreground"
+    chunk_instr: float = 5e8
+
+    def __call__(self, dev: Device) -> "DenseLoad._Job":
+        return DenseLoad._Job(self, dev)
+
+    class _Job:
+        def __init__(self, load: "DenseLoad", dev: Device):
+            self.dev, self.load, self.stopped = dev, load, False
+            allowed = dev.spec.cpusets.get(load.cpuset, tuple(range(dev.spec.soc.n_cpus)))
+            speed = tuple(c.scalar_ipc for c in dev.spec.soc.clusters)
+            self.threads = [dev.sched.spawn(f"dense{i}", allowed if load.cpus is None else
+                                            (load.cpus[i % len(load.cpus)],), load.nice, group="dense")
+                            for i in range(load.threads)]
+            self.procs = [dev.env.process(self._spin(t, speed)) for t in self.threads]
+
+        def _spin(self, t, speed):
+            while not self.stopped:
+                yield self.dev.sched.run(t, self.load.chunk_instr, speed)
+
+        def stop(self) -> None:
+            self.stopped = True
+
+
+@dataclass(frozen=True)
+class WorkRun:
+    """One benchmark run: its score, per-task times and the frames it drew."""
+
+    score: float
+    tasks: pd.DataFrame
+    frames: pd.DataFrame
+    end_s: float
+
+
+def run_workbench(config: DeviceConfig, background: Background | None = None, warmup_s: float = 10.0,
+                  passes: int = 1, seed: int = 0, table: AppTable | None = None,
+                  reference: pd.Series | None = None, placement: str = "wakeup") -> WorkRun:
+    """The Work-like benchmark on a fresh device, after ``warmup_s`` of background load alone."""
+    table = table or load_app_table()
+    dev = Device(replace(config, screen_on=True))
+    use_placement(dev, placement)
+    job = background(dev) if background is not None else None
+    rec = UxRecorder()
+    bench = WorkBench(dev.env, dev.sched, dev.spec, script(table.tasks, seed, passes), table.android, rec,
+                      start_s=warmup_s if job is not None else 0.0)
+    dev.env.run(until=bench.done)
+    dev.sched.sync()
+    if job is not None:
+        job.stop()
+    tasks = rec.tasks()
+    times = task_times(tasks)
+    return WorkRun(score(times, reference), tasks, rec.frames(), dev.now_s)
+
+
+@lru_cache(maxsize=64)
+def _reference(device: str, passes: int, seed: int, placement: str) -> tuple[tuple[str, float], ...]:
+    run = run_workbench(DeviceConfig(device=device, seed=seed), None, passes=passes, seed=seed, placement=placement)
+    return tuple(task_times(run.tasks).items())
+
+
+def reference_times(device: str = "pixel3", passes: int = 1, seed: int = 0, placement: str = "wakeup") -> pd.Series:
+    """Per-task times of the benchmark alone on ``device`` (cached): the score's yardstick."""
+    return pd.Series(dict(_reference(device, passes, seed, placement)), name="time_s")
+
+
+def work_score(config: DeviceConfig, background: Background | None = None, warmup_s: float = 10.0,
+               passes: int = 1, seed: int = 0, reference: str | None = "pixel3",
+               placement: str = "wakeup") -> tuple[float, pd.DataFrame]:
+    """Work-like score of a phone, with an optional background load, and its per-task frame.
+
+    ``reference``: the device whose unloaded task times score 1000 (default the Pixel 3, so
+    scores compare across phones); None scores against ``config``'s own phone unloaded.
+    The per-task frame has the task, its time, the reference time and the task's score.
+    """
+    ref = reference_times(reference or config.device, passes, seed, placement)
+    run = run_workbench(config, background, warmup_s, passes, seed, reference=ref, placement=placement)
+    per = task_times(run.tasks).rename("time_s").to_frame()
+    per["reference_s"] = ref.reindex(per.index)
+    per["task_score"] = 1000.0 * per["reference_s"] / per["time_s"]
+    return run.score, per.reset_index()
+
+
+def app_jank(config: DeviceConfig, category: str, background: Background | None = None,
+             duration_s: float = 60.0, warmup_s: float = 10.0, placement: str = "wakeup",
+             table: AppTable | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One app of ``category`` in the foreground for ``duration_s`` (after ``warmup_s`` of
+    background alone); returns its frames and its jank summary (one row)."""
+    table = table or load_app_table()
+    dev = Device(replace(config, screen_on=True))
+    use_placement(dev, placement)
+    job = background(dev) if background is not None else None
+    rec = UxRecorder()
+    app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, dev.rng, name=category)
+    start_s = warmup_s if job is not None else 0.0
+    dev.env.timeout(start_s).callbacks.append(lambda _e: app.start())
+    dev.run(start_s + duration_s)
+    app.stop()
+    if job is not None:
+        job.stop()
+    frames = rec.frames()
+    return frames, jank_summary(frames, by="app")

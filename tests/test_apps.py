@@ -1,0 +1,301 @@
+"""The phone's owner: app models, frame/jank accounting, the Work-like benchmark, training interference."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from swansim.apps.appmodels import (APP_TABLE_PATH, App, FramePipeline, Vsync, load_app_table, play_trace,
+                                    scalar_speed)
+from swansim.apps.traces import CATEGORIES, Session, Trace
+from swansim.apps.ux import FROZEN_FRAME_MS, SLOW_FRAME_MS, UxRecorder, frame_table, jank_pct, jank_summary, slowdown
+from swansim.apps.workbench import score, score_drop_pct, script
+from swansim.cli import main as cli_main
+from swansim.device import Device, DeviceConfig
+from swansim.errors import InputError
+from swansim.kernel.sched import place_for_throughput
+from swansim.scenarios import (DenseLoad, TrainingBackground, WakeupPlacement, app_jank, reference_times,
+                               run_workbench)
+
+LIGHT_APPS = ("messaging", "browsing", "audio")
+
+
+@pytest.fixture(scope="module")
+def table():
+    return load_app_table()
+
+
+def _pixel3(**kw) -> Device:
+    return Device(DeviceConfig(device="pixel3", screen_on=True, **kw))
+
+
+# ---------------------------------------------------------------- the table
+
+
+def test_table_has_every_category_nice_values_and_tasks(table):
+    assert set(table.categories) == set(CATEGORIES)
+    # Android: top app's UI thread and RenderThread boosted to -10 (ActivityManagerService).
+    assert table.android.ui_nice == -10 and table.android.render_nice == -10
+    assert {t.name for t in table.tasks} == {"web_browsing", "writing", "photo_editing",
+                                             "data_manipulation", "video_editing"}
+    for m in table.categories.values():
+        assert m.workers <= 2, "apps use 1-2 threads besides UI and render (Gao et al., ISPASS'15)"
+
+
+def test_table_refuses_a_figure_without_source_or_out_of_range(tmp_path: Path):
+    text = APP_TABLE_PATH.read_text()
+    no_source = text.replace('ui_minstr_per_frame = "assumption: a list/keyboard frame', 'x = "', 1)
+    (tmp_path / "a.toml").write_text(no_source)
+    with pytest.raises(InputError, match=r"categories\.messaging\.sources\.ui_minstr_per_frame"):
+        load_app_table(tmp_path / "a.toml")
+    bad = text.replace("frame_sigma = 0.3\n", "frame_sigma = 30\n", 1)
+    (tmp_path / "b.toml").write_text(bad)
+    with pytest.raises(InputError, match=r"categories\.messaging\.frame_sigma"):
+        load_app_table(tmp_path / "b.toml")
+
+
+# ---------------------------------------------------------------- ux metrics
+
+
+def test_android_frame_thresholds():
+    period = 1 / 60
+    rows = [("a", 0.0, period, 0, 0, 0, 0.015),       # on time
+            ("a", 1.0, period, 0, 0, 0, 1.0162),      # on time (16.2 ms < 16.67) but slow (> 16 ms)
+            ("a", 2.0, period, 0, 0, 0, 2.0170),      # janky and slow
+            ("a", 3.0, period, 0, 0, 0, 3.8)]         # frozen
+    f = frame_table([(a, v, v + p, *rest) for a, v, p, *rest in rows])
+    assert f["janky"].tolist() == [False, False, True, True]
+    assert f["slow"].tolist() == [False, True, True, True]
+    assert f["frozen"].tolist() == [False, False, False, True]
+    assert SLOW_FRAME_MS == 16.0 and FROZEN_FRAME_MS == 700.0
+    s = jank_summary(f, by=None).iloc[0]
+    assert s["frames"] == 4 and s["jank_pct"] == 50.0 and s["slow_pct"] == 75.0 and s["frozen_pct"] == 25.0
+
+
+def test_deadline_is_one_refresh_period():
+    for hz in (60, 90, 120):
+        dev = Device(DeviceConfig(device="pixel3"), spec=replace(Device(DeviceConfig()).spec, display_refresh_hz=hz))
+        rec = UxRecorder()
+        pipe = FramePipeline(dev.env, dev.sched, "a", dev.sched.spawn("ui"), dev.sched.spawn("rt"),
+                             scalar_speed(dev.spec), Vsync(hz), rec)
+        proc = dev.env.process(pipe.frame(1e6, 1e6))
+        dev.env.run(until=proc)
+        dev.run(1.0)
+        f = rec.frames()
+        assert len(f) == 1
+        assert f["deadline_s"].iloc[0] - f["vsync_s"].iloc[0] == pytest.approx(1 / hz)
+
+
+def test_slowdown_and_score():
+    alone = pd.DataFrame({"task": ["a", "b"], "time_s": [1.0, 2.0]})
+    loaded = pd.DataFrame({"task": ["a", "b"], "time_s": [2.0, 2.0]})
+    sd = slowdown(loaded, alone).set_index("task")["slowdown"]
+    assert sd["a"] == 2.0 and sd["b"] == 1.0
+    assert score({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 2.0}) == pytest.approx(1000.0)
+    assert score({"a": 2.0, "b": 4.0}, {"a": 1.0, "b": 2.0}) == pytest.approx(500.0)
+    assert score({"a": 2.0, "b": 2.0}, {"a": 1.0, "b": 2.0}) == pytest.approx(1000 / math.sqrt(2))
+    assert score_drop_pct(1000.0, 750.0) == 25.0
+
+
+# ---------------------------------------------------------------- light apps, no training
+
+
+@pytest.mark.parametrize("category", LIGHT_APPS)
+def test_light_apps_jank_under_one_percent_on_pixel3(category):
+    frames, summary = app_jank(DeviceConfig(device="pixel3"), category, None, duration_s=60.0)
+    assert len(frames) > 20
+    assert summary["jank_pct"].iloc[0] < 1.0
+
+
+# ---------------------------------------------------------------- frame accounting
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(category=st.sampled_from(CATEGORIES), seed=st.integers(0, 2**16),
+       stop_s=st.floats(0.5, 12.0), load_scale=st.floats(0.3, 8.0))
+def test_every_frame_is_counted_once(category, seed, stop_s, load_scale):
+    dev = Device(DeviceConfig(device="pixel3", seed=seed, screen_on=True))
+    table = load_app_table()
+    rec = UxRecorder()
+    app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, dev.rng,
+              load_scale=load_scale).start()
+    dev.run(stop_s)
+    app.stop()
+    dev.run(stop_s + 2.0)                           # nothing of the stopped app may finish later
+    pipe = app.pipeline
+    f = rec.frames()
+    assert pipe.in_flight == 0
+    assert pipe.started == pipe.recorded + pipe.abandoned == len(f) + pipe.abandoned
+    assert f["vsync_s"].is_unique and f["vsync_s"].is_monotonic_increasing
+    assert (f["done_s"] <= stop_s + 1e-9).all()
+    assert (f["ui_start_s"] >= f["vsync_s"] - 1e-9).all()
+    assert (f["ui_done_s"] >= f["ui_start_s"]).all() and (f["render_start_s"] >= f["ui_done_s"]).all()
+    assert (f["done_s"] >= f["render_start_s"]).all()
+    assert (f["render_start_s"].iloc[1:].to_numpy() >= f["done_s"].iloc[:-1].to_numpy() - 1e-9).all()
+    hz = dev.spec.display_refresh_hz
+    assert ((f["vsync_s"] * hz - (f["vsync_s"] * hz).round()).abs() < 1e-6).all()
+
+
+def _steady_animation_jank(n_frames: int, ui_instr: float, render_instr: float, load: int, same_core: bool):
+    """Jank share of ``n_frames`` identical frames with ``load`` dense threads on the app's cores."""
+    dev = Device(DeviceConfig(device="pixel3", governor="performance"))
+    ui = dev.sched.spawn("ui", (4,), -10)
+    rt = dev.sched.spawn("rt", (4,) if same_core else (5,), -10)
+    if load:
+        DenseLoad(load, cpus=(4,) if same_core else (4, 5))(dev)
+    rec = UxRecorder()
+    pipe = FramePipeline(dev.env, dev.sched, "a", ui, rt, scalar_speed(dev.spec), Vsync(60), rec)
+
+    def animate():
+        for _ in range(n_frames):
+            yield from pipe.frame(ui_instr, render_instr)
+        yield from pipe.idle()
+
+    dev.env.run(until=dev.env.process(animate()))
+    f = rec.frames()
+    assert len(f) == n_frames
+    return jank_pct(f)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n_frames=st.integers(2, 30), ui=st.floats(0.0, 60e6), render=st.floats(0.0, 60e6),
+       loads=st.lists(st.integers(0, 6), min_size=2, max_size=3, unique=True), same_core=st.booleans())
+def test_jank_grows_with_background_load_on_the_same_cores(n_frames, ui, render, loads, same_core):
+    """A steady animation: more load on the app's cores never lowers jank.
+
+    (For irregular frames this does not hold frame by frame: a slower UI thread may slip to the
+    next vsync, by which time the previous frame has rendered, and its frame is on time.)
+    """
+    janks = [_steady_animation_jank(n_frames, ui, render, k, same_core) for k in sorted(loads)]
+    assert all(b >= a for a, b in zip(janks, janks[1:]))
+
+
+# ---------------------------------------------------------------- placement
+
+
+def test_wakeup_placement_keeps_running_threads_and_prefers_idle_big_cores():
+    dev = _pixel3()
+    dev.sched.placement = WakeupPlacement()
+    train = [dev.sched.spawn(f"t{i}", None, 0) for i in range(4)]
+    for t in train:
+        dev.sched.run(t, 1e12, scalar_speed(dev.spec))
+    dev.run(0.01)
+    assert sorted(t.cpu for t in train) == [4, 5, 6, 7]        # idle big cores first
+    ui = dev.sched.spawn("ui", None, -10)
+    dev.sched.run(ui, 1e9, scalar_speed(dev.spec))
+    dev.run(0.02)
+    assert sorted(t.cpu for t in train) == [4, 5, 6, 7]        # a waking thread evicts nobody
+    assert ui.cpu in (0, 1, 2, 3)                              # it takes an idle (little) core
+
+
+def test_wakeup_placement_does_not_trap_apps_on_a_fast_clocked_little_cluster():
+    """One little core busy at top clock: the app still goes to a big core (capacity_orig)."""
+    for placement, big_expected in ((WakeupPlacement(), True), (place_for_throughput, False)):
+        dev = _pixel3()
+        dev.sched.placement = placement
+        DenseLoad(1, cpus=(0,))(dev)
+        dev.run(1.0)                                           # the little cluster ramps to fmax
+        ui = dev.sched.spawn("ui", None, -10)
+        dev.sched.run(ui, 5e9, scalar_speed(dev.spec))
+        dev.run(1.1)
+        assert (ui.cpu >= 4) == big_expected                   # the kernel's default is trapped
+
+
+# ---------------------------------------------------------------- the Work-like benchmark
+
+
+def test_script_is_fixed_by_seed(table):
+    a, b, c = script(table.tasks, seed=3), script(table.tasks, seed=3), script(table.tasks, seed=4)
+    assert a == b and a != c
+    assert len(script(table.tasks, seed=3, passes=2)) == 2 * len(a)
+
+
+def test_benchmark_alone_scores_1000_against_itself():
+    ref = reference_times("pixel3")
+    r = run_workbench(DeviceConfig(device="pixel3"), None, reference=ref)
+    assert r.score == pytest.approx(1000.0)
+    assert set(r.tasks["task"]) == set(ref.index)
+    assert r.frames["janky"].mean() < 0.01
+
+
+@pytest.fixture(scope="module")
+def pixel3_alone_score():
+    return run_workbench(DeviceConfig(device="pixel3"), None, reference=reference_times("pixel3")).score
+
+
+def _drop(bg, base, governor: str = "schedutil") -> float:
+    cfg = DeviceConfig(device="pixel3", governor=governor)
+    r = run_workbench(cfg, bg, warmup_s=10.0, reference=reference_times("pixel3"))
+    return score_drop_pct(base, r.score)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "the simulated drop is single-digit, not >=10% (Swan Fig. 3: 26.7%): the app's UI thread at nice -10 "
+    "takes back a big core whenever a training thread pauses (the pytorch profile keeps ResNet-34's workers "
+    "busy ~37% of the time, as the paper's Fig. 2a power ratio implies), and the training's high clocks "
+    "spare it schedutil's ramp-up. Needs a mechanism the simulator lacks: shared-cache/DRAM-latency "
+    "interference, skin-temperature throttling, or the vendor scheduler's placement"))
+def test_pytorch_default_resnet34_costs_pixel3_a_double_digit_score_drop(pixel3_alone_score):
+    assert _drop(TrainingBackground("resnet34", "pytorch-default"), pixel3_alone_score) >= 10.0
+
+
+def test_training_on_one_little_core_costs_little(pixel3_alone_score):
+    assert abs(_drop(TrainingBackground("resnet34", "little1"), pixel3_alone_score)) < 5.0
+
+
+def test_baseline_training_costs_more_than_one_little_core():
+    """CPU contention alone: the performance governor takes schedutil's ramp-up out of the comparison."""
+    cfg = DeviceConfig(device="pixel3", governor="performance")
+    base = run_workbench(cfg, None, reference=reference_times("pixel3")).score
+    baseline = _drop(TrainingBackground("mobilenet_v2", "pytorch-default"), base, "performance")
+    little = _drop(TrainingBackground("mobilenet_v2", "little1"), base, "performance")
+    assert baseline > little + 2.0
+
+
+def test_load_holding_every_big_core_pushes_the_app_to_little_cores(pixel3_alone_score):
+    """What pytorch-default training would cost if it never let go of the big cores: a double-digit drop."""
+    assert _drop(DenseLoad(4, cpus=(4, 5, 6, 7)), pixel3_alone_score) >= 10.0
+    assert abs(_drop(DenseLoad(1, cpus=(0,)), pixel3_alone_score)) < 5.0
+
+
+# ---------------------------------------------------------------- traces and CLI
+
+
+def test_play_trace_turns_the_screen_on_for_sessions_only():
+    sessions = (Session("u", 5.0, 10.0, "messaging"), Session("u", 30.0, 5.0, "game3d", 1.5))
+    trace = Trace({"u": sessions}, {}, 60.0)
+    dev = _pixel3()
+    dev.platform.set_screen(False)
+    screen = []
+    dev.platform.probes.append(lambda t0, t1, p: screen.append((t0, t1, p.screen_on)))
+    player = play_trace(dev, trace, "u")
+    dev.run(60.0)
+    on_s = sum(t1 - t0 for t0, t1, on in screen if on)
+    assert on_s == pytest.approx(15.0)
+    assert [a.name.split(":")[1] for a in player.apps] == ["messaging", "game3d"]
+    f = player.recorder.frames()
+    in_session = ((f["vsync_s"] >= 5) & (f["done_s"] <= 15)) | ((f["vsync_s"] >= 30) & (f["done_s"] <= 35))
+    assert in_session.all() and len(f) > 100
+
+
+def test_cli_ux_writes_scores_tasks_and_jank(tmp_path: Path):
+    rc = cli_main(["ux", "--out", str(tmp_path), "--devices", "pixel3", "--models", "mobilenet_v2",
+                   "--warmup-s", "2", "--light-s", "5", "--no-plots"])
+    assert rc == 0
+    out = tmp_path / "ux"
+    scores = pd.read_csv(out / "work_scores.csv")
+    assert list(scores["placement"]) == ["none", "pytorch-default", "little1"]
+    assert scores.loc[0, "drop_pct"] == 0.0 and scores.loc[0, "score"] == pytest.approx(1000.0)
+    jank = pd.read_csv(out / "light_jank.csv")
+    assert set(jank["app"]) == set(LIGHT_APPS)
+    assert (out / "work_tasks.csv").exists() and (out / "manifest.json").exists()
+
+
+def test_cli_ux_refuses_an_unknown_model(tmp_path: Path, capsys):
+    assert cli_main(["ux", "--out", str(tmp_path), "--models", "resnet9000"]) == 2
+    assert "resnet9000" in capsys.readouterr().err
