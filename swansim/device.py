@@ -16,7 +16,7 @@ from swansim.hw.battery import CHARGER_POWER_W, Battery
 from swansim.hw.platform import Platform
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import GOVERNORS, CpufreqPolicy, make_governor
-from swansim.kernel.sched import Scheduler
+from swansim.kernel.sched import PLACEMENTS, Scheduler
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, ThermalZone, make_thermal_governor
 
 
@@ -29,6 +29,7 @@ class DeviceConfig:
     screen_on: bool = False
     ambient_c: float | None = None        # None: the profile's ambient
     extra: dict = field(default_factory=dict)
+    placement: str = "wakeup"             # thread placement (kernel.sched.PLACEMENTS)
     governor: str = "schedutil"           # cpufreq governor of every domain
     userspace_freq_mhz: tuple[float, ...] | None = None  # per domain, for governor "userspace"
     thermal_governor: str | None = None   # None: the profile's
@@ -52,7 +53,9 @@ class Device:
         self.env = simpy.Environment()
         self.rng = np.random.default_rng(config.seed)
         self.platform = Platform(spec, screen_on=config.screen_on)
-        self.sched = Scheduler(self.env, self.platform)
+        if config.placement not in PLACEMENTS:
+            raise InputError("config", "placement", f"{config.placement!r} is not one of {', '.join(PLACEMENTS)}")
+        self.sched = Scheduler(self.env, self.platform, PLACEMENTS[config.placement]())
         self._build_power_management(config, spec)
 
     def _build_power_management(self, config: DeviceConfig, spec: DeviceSpec) -> None:

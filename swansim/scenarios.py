@@ -26,109 +26,7 @@ from swansim.dnn.runtime import load_runtime
 from swansim.dnn.training import TrainingJob
 
 Background = Callable[[Device], object]
-PLACEMENT_MODES = ("wakeup", "throughput")
-# A move must gain at least this share of throughput: no ping-pong between equal cores.
-_GAIN = 1.0 + 1e-9
 
-
-class WakeupPlacement:
-    """Linux-like placement of unpinned threads: running threads stay, waking ones take idle cores.
-
-    The kernel's default `place_for_throughput` re-places every thread at every change,
-    heaviest first, by capacity at the *current* frequency. That lets a waking UI thread
-    evict a running training thread from a big core (so background training can never take
-    a big core from the app), and it traps an app on a little cluster that another thread
-    keeps at a high clock. Linux does neither (kernel/sched/fair.c):
-
-    - a thread that is running stays on its core (no preemptive global re-placement);
-    - a waking thread goes to an idle allowed core, largest original capacity first
-      (EAS ``find_best_target`` with ``prefer_idle`` for top-app on Android 4.9-4.19 kernels,
-      ``select_idle_sibling`` in one LLC domain as on DynamIQ SoCs); if none is idle, to the
-      core where its weight gets most (it shares by CFS weight);
-    - an idle core pulls a thread that would run faster there (idle balance; misfit
-      migration of a thread stuck on a smaller core).
-
-    Capacity is ``fmax x scalar_ipc`` (capacity_orig), not the current clock.
-    A stand-in owned by this module until the kernel's scheduler offers it: it only uses the
-    documented `Placement` hook (``Scheduler.placement``).
-    """
-
-    def __init__(self):
-        self._running: set[int] = set()          # tids runnable in the previous plan
-        self._prev_load: list[float] | None = None  # weight per core in the previous plan
-
-    def __call__(self, sched, threads: list) -> None:
-        p = sched.platform
-        n = p.n_cpus
-        cap = [p.clusters[p.cluster_of_cpu[c]].fmax_mhz * p.clusters[p.cluster_of_cpu[c]].scalar_ipc
-               for c in range(n)]
-        load, count = [0.0] * n, [0] * n
-        waking = []
-        for t in threads:
-            if len(t.affinity) == 1:
-                t.cpu = t.affinity[0]
-            elif t.tid in self._running and t.cpu in t.affinity:
-                pass
-            else:
-                waking.append(t)
-                continue
-            load[t.cpu] += t.weight
-            count[t.cpu] += 1
-        # A core vacated at this change keeps its load for this decision: a thread that ends a
-        # piece of work and starts the next at the same instant never left its core in Linux.
-        seen_load, seen_count = list(load), list(count)
-        if self._prev_load is not None:
-            for c in range(n):
-                if count[c] == 0 and self._prev_load[c] > 0.0:
-                    seen_load[c], seen_count[c] = self._prev_load[c], 1
-        waking.sort(key=lambda t: (-t.weight, t.tid))
-        for t in waking:
-            idle = [c for c in t.affinity if seen_count[c] == 0]
-            if idle:
-                best = max(idle, key=lambda c: (cap[c], c == t.cpu, -c))
-            else:
-                best = max(t.affinity, key=lambda c: (cap[c] * t.weight / (seen_load[c] + t.weight), c == t.cpu, -c))
-            t.cpu = best
-            for arr_load, arr_count in ((load, count), (seen_load, seen_count)):
-                arr_load[best] += t.weight
-                arr_count[best] += 1
-        self._idle_balance(threads, cap, load, count, seen_count)
-        self._running = {t.tid for t in threads}
-        self._prev_load = load
-
-    @staticmethod
-    def _idle_balance(threads, cap, load, count, seen_count) -> None:
-        movable = [t for t in threads if len(t.affinity) > 1]
-        while True:
-            best = None
-            for c in sorted((c for c in range(len(cap)) if seen_count[c] == 0), key=lambda c: (-cap[c], c)):
-                for t in movable:
-                    if c not in t.affinity:
-                        continue
-                    now_rate = cap[t.cpu] * t.weight / load[t.cpu]
-                    gain = cap[c] / now_rate
-                    if gain > _GAIN and (best is None or (gain, t.weight, -t.tid) > best[0]):
-                        best = ((gain, t.weight, -t.tid), t, c)
-                if best is not None:
-                    break
-            if best is None:
-                return
-            _, t, c = best
-            load[t.cpu] -= t.weight
-            count[t.cpu] -= 1
-            seen_count[t.cpu] -= 1
-            t.cpu = c
-            load[c] += t.weight
-            count[c] += 1
-            seen_count[c] += 1
-
-
-def use_placement(dev: Device, mode: str) -> None:
-    """Set the device's thread placement: "wakeup" (`WakeupPlacement`) or the kernel's "throughput"."""
-    if mode not in PLACEMENT_MODES:
-        raise ValueError(f"placement mode must be one of {PLACEMENT_MODES}, got {mode!r}")
-    if mode == "wakeup":
-        dev.sched.placement = WakeupPlacement()
 
 # The Swan paper's training workloads (batch 16). Input shapes are stated assumptions.
 PAPER_WORKLOADS = {
@@ -230,8 +128,7 @@ def run_workbench(config: DeviceConfig, background: Background | None = None, wa
                   reference: pd.Series | None = None, placement: str = "wakeup") -> WorkRun:
     """The Work-like benchmark on a fresh device, after ``warmup_s`` of background load alone."""
     table = table or load_app_table()
-    dev = Device(replace(config, screen_on=True))
-    use_placement(dev, placement)
+    dev = Device(replace(config, screen_on=True, placement=placement))
     job = background(dev) if background is not None else None
     rec = UxRecorder()
     bench = WorkBench(dev.env, dev.sched, dev.spec, script(table.tasks, seed, passes), table.android, rec,
@@ -279,8 +176,7 @@ def app_jank(config: DeviceConfig, category: str, background: Background | None 
     """One app of ``category`` in the foreground for ``duration_s`` (after ``warmup_s`` of
     background alone); returns its frames and its jank summary (one row)."""
     table = table or load_app_table()
-    dev = Device(replace(config, screen_on=True))
-    use_placement(dev, placement)
+    dev = Device(replace(config, screen_on=True, placement=placement))
     job = background(dev) if background is not None else None
     rec = UxRecorder()
     app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, dev.rng, name=category)

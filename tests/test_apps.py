@@ -18,8 +18,8 @@ from swansim.apps.workbench import score, score_drop_pct, script
 from swansim.cli import main as cli_main
 from swansim.device import Device, DeviceConfig
 from swansim.errors import InputError
-from swansim.kernel.sched import place_for_throughput
-from swansim.scenarios import (DenseLoad, TrainingBackground, WakeupPlacement, app_jank, reference_times,
+from swansim.kernel.sched import WakeupPlacement, place_for_throughput
+from swansim.scenarios import (DenseLoad, TrainingBackground, app_jank, reference_times,
                                run_workbench)
 
 LIGHT_APPS = ("messaging", "browsing", "audio")
@@ -203,7 +203,7 @@ def test_wakeup_placement_does_not_trap_apps_on_a_fast_clocked_little_cluster():
         ui = dev.sched.spawn("ui", None, -10)
         dev.sched.run(ui, 5e9, scalar_speed(dev.spec))
         dev.run(1.1)
-        assert (ui.cpu >= 4) == big_expected                   # the kernel's default is trapped
+        assert (ui.cpu >= 4) == big_expected                   # throughput placement is trapped
 
 
 # ---------------------------------------------------------------- the Work-like benchmark

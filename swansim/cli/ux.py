@@ -25,8 +25,9 @@ from swansim.apps.workbench import score_drop_pct
 from swansim.device import DeviceConfig
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
+from swansim.kernel.sched import PLACEMENTS
 from swansim.results import write_manifest
-from swansim.scenarios import (PAPER_WORKLOADS, PLACEMENT_MODES, TrainingBackground, app_jank,
+from swansim.scenarios import (PAPER_WORKLOADS, TrainingBackground, app_jank,
                                reference_times, run_workbench)
 
 # Swan paper (Singapuram et al., arXiv 2206.04687) Fig. 3: PCMark Work 3.0 score drop with
@@ -53,8 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="training alone before the benchmark starts (default: %(default)s)")
     p.add_argument("--light-s", type=float, default=60.0,
                    help="seconds of each light app per run; 0 skips them (default: %(default)s)")
-    p.add_argument("--placement", default="wakeup", choices=PLACEMENT_MODES,
-                   help="thread placement (default: %(default)s; see swansim.scenarios.WakeupPlacement)")
+    p.add_argument("--placement", default="wakeup", choices=sorted(PLACEMENTS),
+                   help="thread placement (default: %(default)s; see swansim.kernel.sched.WakeupPlacement)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-plots", action="store_true", help="CSV only")
     p.set_defaults(func=run)

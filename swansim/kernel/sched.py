@@ -10,9 +10,10 @@ completion. Changes at the same instant are coalesced into one replan, so an eve
 ever a change, never a tick.
 
 Weights follow CFS (nice 0 = 1024, each nice step ~1.25x). Placement is pluggable: the
-default puts each unpinned thread, heaviest first, on the allowed core where it would get the
-most throughput (CFS load balancing with capacity awareness, like misfit migration on
-big.LITTLE); pinned threads stay where they are pinned.
+default, `WakeupPlacement`, behaves like Linux (running threads stay; waking threads take idle
+cores, biggest first; idle cores pull threads that would run faster); `place_for_throughput`
+re-places every unpinned thread at every change where it gets most throughput. Pinned
+threads stay where they are pinned.
 """
 from __future__ import annotations
 
@@ -91,13 +92,112 @@ def place_for_throughput(sched: "Scheduler", threads: list[Thread]) -> None:
         load[best] += t.weight
 
 
+class WakeupPlacement:
+    """Linux-like placement of unpinned threads: running threads stay, waking ones take idle cores.
+
+    The alternative `place_for_throughput` re-places every thread at every change,
+    heaviest first, by capacity at the *current* frequency. That lets a waking UI thread
+    evict a running training thread from a big core (so background training can never take
+    a big core from the app), and it traps an app on a little cluster that another thread
+    keeps at a high clock. Linux does neither (kernel/sched/fair.c):
+
+    - a thread that is running stays on its core (no preemptive global re-placement);
+    - a waking thread goes to an idle allowed core, largest original capacity first
+      (EAS ``find_best_target`` with ``prefer_idle`` for top-app on Android 4.9-4.19 kernels,
+      ``select_idle_sibling`` in one LLC domain as on DynamIQ SoCs); if none is idle, to the
+      core where its weight gets most (it shares by CFS weight);
+    - an idle core pulls a thread that would run faster there (idle balance; misfit
+      migration of a thread stuck on a smaller core).
+
+    Capacity is ``fmax x scalar_ipc`` (capacity_orig), not the current clock.
+    """
+
+    def __init__(self):
+        self._running: set[int] = set()          # tids runnable in the previous plan
+        self._prev_load: list[float] | None = None  # weight per core in the previous plan
+
+    def __call__(self, sched, threads: list) -> None:
+        p = sched.platform
+        n = p.n_cpus
+        cap = [p.clusters[p.cluster_of_cpu[c]].fmax_mhz * p.clusters[p.cluster_of_cpu[c]].scalar_ipc
+               for c in range(n)]
+        load, count = [0.0] * n, [0] * n
+        waking = []
+        for t in threads:
+            if len(t.affinity) == 1:
+                t.cpu = t.affinity[0]
+            elif t.tid in self._running and t.cpu in t.affinity:
+                pass
+            else:
+                waking.append(t)
+                continue
+            load[t.cpu] += t.weight
+            count[t.cpu] += 1
+        # A core vacated at this change keeps its load for this decision: a thread that ends a
+        # piece of work and starts the next at the same instant never left its core in Linux.
+        seen_load, seen_count = list(load), list(count)
+        if self._prev_load is not None:
+            for c in range(n):
+                if count[c] == 0 and self._prev_load[c] > 0.0:
+                    seen_load[c], seen_count[c] = self._prev_load[c], 1
+        waking.sort(key=lambda t: (-t.weight, t.tid))
+        for t in waking:
+            idle = [c for c in t.affinity if seen_count[c] == 0]
+            if idle:
+                best = max(idle, key=lambda c: (cap[c], c == t.cpu, -c))
+            else:
+                best = max(t.affinity, key=lambda c: (cap[c] * t.weight / (seen_load[c] + t.weight), c == t.cpu, -c))
+            t.cpu = best
+            for arr_load, arr_count in ((load, count), (seen_load, seen_count)):
+                arr_load[best] += t.weight
+                arr_count[best] += 1
+        self._idle_balance(threads, cap, load, count, seen_count)
+        self._running = {t.tid for t in threads}
+        self._prev_load = load
+
+    @staticmethod
+    def _idle_balance(threads, cap, load, count, seen_count) -> None:
+        movable = [t for t in threads if len(t.affinity) > 1]
+        while True:
+            best = None
+            for c in sorted((c for c in range(len(cap)) if seen_count[c] == 0), key=lambda c: (-cap[c], c)):
+                for t in movable:
+                    if c not in t.affinity:
+                        continue
+                    now_rate = cap[t.cpu] * t.weight / load[t.cpu]
+                    gain = cap[c] / now_rate
+                    if gain > _GAIN and (best is None or (gain, t.weight, -t.tid) > best[0]):
+                        best = ((gain, t.weight, -t.tid), t, c)
+                if best is not None:
+                    break
+            if best is None:
+                return
+            _, t, c = best
+            load[t.cpu] -= t.weight
+            count[t.cpu] -= 1
+            seen_count[t.cpu] -= 1
+            t.cpu = c
+            load[c] += t.weight
+            count[c] += 1
+            seen_count[c] += 1
+
+
+# A move must gain at least this share of throughput: no ping-pong between equal cores.
+_GAIN = 1.0 + 1e-9
+# Placement strategies by name; each call gives a fresh (possibly stateful) placement.
+PLACEMENTS: dict[str, Callable[[], Placement]] = {
+    "wakeup": lambda: WakeupPlacement(),
+    "throughput": lambda: place_for_throughput,
+}
+
+
 class Scheduler:
     """Fluid CFS over a platform's cores, driven by a SimPy environment."""
 
-    def __init__(self, env: simpy.Environment, platform: Platform, placement: Placement = place_for_throughput):
+    def __init__(self, env: simpy.Environment, platform: Platform, placement: Placement | None = None):
         self.env = env
         self.platform = platform
-        self.placement = placement
+        self.placement = placement or WakeupPlacement()
         self.threads: list[Thread] = []
         self._runnable: list[Thread] = []
         self.busy_s = [0.0] * platform.n_cpus   # per-core busy time, for governors and stats
