@@ -235,11 +235,11 @@ def _drop(bg, base, governor: str = "schedutil") -> float:
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the simulated drop is single-digit, not >=10% (Swan Fig. 3: 26.7%): the app's UI thread at nice -10 "
-    "takes back a big core whenever a training thread pauses (the pytorch profile keeps ResNet-34's workers "
-    "busy ~37% of the time, as the paper's Fig. 2a power ratio implies), and the training's high clocks "
-    "spare it schedutil's ramp-up. Needs a mechanism the simulator lacks: shared-cache/DRAM-latency "
-    "interference, skin-temperature throttling, or the vendor scheduler's placement"))
+    "the simulated drop is ~-4% (Swan Fig. 3: 26.7%): the pytorch runtime's workers spin a libgomp-like budget "
+    "(spin_iterations ~4e4 polls, ~30 us on a big core) and then sleep, so big cores 5-7 are free most of the "
+    "time and the app's threads wake onto them. PyTorch built by clang (Termux/NDK) uses LLVM libomp, whose "
+    "idle workers spin KMP_BLOCKTIME = 200 ms: with that budget (set in memory, not in the repo) the drop is "
+    "~31%. Memory queueing (kernel.sched) is in place but ResNet-34 moves ~4% of the DRAM bandwidth: < 2 points"))
 def test_pytorch_default_resnet34_costs_pixel3_a_double_digit_score_drop(pixel3_alone_score):
     assert _drop(TrainingBackground("resnet34", "pytorch-default"), pixel3_alone_score) >= 10.0
 

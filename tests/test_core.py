@@ -158,3 +158,50 @@ def test_nice_weights_follow_cfs():
     assert nice_to_weight(0) == 1024 and nice_to_weight(10) == 110 and nice_to_weight(-20) == 88761
     with pytest.raises(ValueError):
         nice_to_weight(20)
+
+
+def test_memory_queueing_slows_latency_bound_threads_in_closed_form():
+    """A streaming thread loads the memory controller to rho; a latency-bound thread on another
+    core pays m * L0 * rho / (1 - rho) per unit on top of its compute time; rho is capped."""
+    from swansim.kernel.sched import RHO_CAP
+    env, plat, sched = make()
+    p = plat.spec.soc
+    bw, l0 = p.dram_bandwidth_gbps * 1e9, p.dram_latency_ns * 1e-9
+    f0 = plat.freq_mhz[0] * 1e6
+    stream = sched.spawn("stream", [4])
+    app = sched.spawn("app", [0])
+    m = 0.002                                    # misses per instruction, no traffic of its own
+    sched.run(app, 1e12, (1.0, 1.0), 0.0, m)
+    env.run(until=0.001)
+    assert app.rate == pytest.approx(f0, rel=1e-12) and sched.mem_rho == 0.0   # unloaded: as before
+    f4 = plat.freq_mhz[1] * 1e6
+    b = 0.4 * bw / f4                            # the streamer alone moves 40% of the bandwidth
+    sched.run(stream, 1e12, (1.0, 1.0), b)
+    env.run(until=0.002)
+    rho = 0.4
+    assert sched.mem_rho == pytest.approx(rho, abs=1e-8)
+    assert app.rate == pytest.approx(1.0 / (1.0 / f0 + m * l0 * rho / (1 - rho)), rel=1e-7)
+    assert stream.rate == pytest.approx(f4, rel=1e-12)           # streaming is not latency-bound
+    # the app's own traffic counts: the fixed point rho = traffic(rho) / bw
+    env2, plat2, sched2 = make()
+    a2 = sched2.spawn("app", [0])
+    s2 = sched2.spawn("stream", [4])
+    bpi = 0.05
+    sched2.run(s2, 1e12, (1.0, 1.0), b)
+    sched2.run(a2, 1e12, (1.0, 1.0), bpi, m)
+    env2.run(until=0.001)
+    r = sched2.mem_rho
+    assert r > rho
+    assert r * bw == pytest.approx(f4 * b + a2.rate * bpi, rel=1e-7)
+    assert a2.rate == pytest.approx(1.0 / (1.0 / f0 + m * l0 * r / (1 - r)), rel=1e-12)
+    # saturation: latency capped at L0 / (1 - RHO_CAP), then the bandwidth cap scales traffic
+    env3, plat3, sched3 = make()
+    s3 = [sched3.spawn(f"s{c}", [c]) for c in (4, 5)]
+    a3 = sched3.spawn("app", [0])
+    for t in s3:
+        sched3.run(t, 1e12, (8.0, 8.0), 4.0)
+    sched3.run(a3, 1e12, (1.0, 1.0), 0.0, m)
+    env3.run(until=0.001)
+    assert sched3.mem_rho == RHO_CAP
+    assert a3.rate == pytest.approx(1.0 / (1.0 / f0 + m * l0 * RHO_CAP / (1 - RHO_CAP)), rel=1e-12)
+    assert plat3.dram_bytes_per_s == pytest.approx(bw, rel=1e-12)

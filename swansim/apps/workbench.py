@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from swansim.apps.appmodels import MINSTR, AndroidNice, FramePipeline, TaskSpec, Vsync, lognormal_factor, scalar_speed
+from swansim.apps.appmodels import MINSTR, exposed_misses, AndroidNice, FramePipeline, TaskSpec, Vsync, lognormal_factor, scalar_speed
 from swansim.apps.ux import UxRecorder
 from swansim.hw.profile import DeviceSpec
 from swansim.kernel.sched import Scheduler
@@ -108,7 +108,8 @@ class WorkBench:
         def worker(th):
             while left[0] > 0:
                 left[0] -= 1
-                yield self.sched.run(th, chunk, self.speed, step.dram_bytes_per_instr)
+                yield self.sched.run(th, chunk, self.speed, step.dram_bytes_per_instr,
+                                     exposed_misses(step.dram_bytes_per_instr))
 
         n = self._pool_size(step, self._cpus)
         yield simpy.AllOf(env, [env.process(worker(w)) for w in self.workers[:n]])
@@ -121,7 +122,8 @@ class WorkBench:
             yield env.timeout(s.gap_s)
             self.pipeline.bytes_per_instr = s.dram_bytes_per_instr
             start = env.now
-            jobs = [sched.run(self.pipeline.ui, s.ui_instr, self.speed, s.dram_bytes_per_instr)]
+            jobs = [sched.run(self.pipeline.ui, s.ui_instr, self.speed, s.dram_bytes_per_instr,
+                              exposed_misses(s.dram_bytes_per_instr))]
             if self._pool_size(s, self._cpus):
                 jobs.append(env.process(self._pool(s)))
             yield simpy.AllOf(env, jobs)

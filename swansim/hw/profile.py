@@ -15,6 +15,16 @@ from typing import Any
 
 from swansim.errors import InputError
 
+# assumption: idle load-to-use DRAM latency of an LPDDR4X phone SoC, ~110 ns (published latency
+# sweeps of Snapdragon 845/855 and Exynos 9820 phones put the DRAM plateau at ~100-120 ns). Used
+# when a SoC file gives no `dram_latency_ns`; drives the memory-queueing slowdown in kernel.sched.
+DEFAULT_DRAM_LATENCY_NS = 110.0
+
+
+def _opt(v: float | None, default: float) -> float:
+    return default if v is None else v
+
+
 PROFILE_DIR = Path(os.environ.get("SWANSIM_PROFILES", Path(__file__).resolve().parents[2] / "device_profiles"))
 AMBIENT = "ambient"
 TRIP_TYPES = ("active", "passive", "hot", "critical")
@@ -103,6 +113,9 @@ class SocSpec:
     rc: RCNetwork
     path: Path
     kind: str = "soc"
+    # Idle (unloaded) DRAM load-to-use latency. Optional in a SoC file (`dram_latency_ns`, with a
+    # source); absent, DEFAULT_DRAM_LATENCY_NS (a documented assumption) is used.
+    dram_latency_ns: float = DEFAULT_DRAM_LATENCY_NS
 
     @property
     def n_cpus(self) -> int:
@@ -396,6 +409,7 @@ def load_soc(path: Path) -> SocSpec:
         dram_energy_pj_per_byte=t.num("dram_energy_pj_per_byte", 1, 1000, "pJ/byte"),
         soc_active_mw=t.num("soc_active_mw", 0, 10000, "mW"),
         l3_kib=t.num("l3_kib", 0, 65536, "KiB"),
+        dram_latency_ns=_opt(t.num("dram_latency_ns", 20, 1000, "ns", required=False), DEFAULT_DRAM_LATENCY_NS),
         leakage_ref_c=t.num("leakage_ref_c", -20, 120, "C"),
         leakage_doubling_c=t.num("leakage_doubling_c", 5, 200, "C"),
         thermal=thermal, rc=rc, path=path,

@@ -3,7 +3,14 @@
 Between changes every runnable thread progresses at a constant rate
     rate = f_core * speed[cluster] * weight / (sum of weights on its core)
 scaled down, for threads that move memory, so that the total DRAM traffic fits the SoC's
-bandwidth. A change is a thread starting or finishing work, an affinity or frequency change.
+bandwidth. Threads with latency-exposed DRAM misses (``misses_per_unit``) also pay memory
+queueing: with the memory controller's load rho = traffic / bandwidth, a miss costs
+    L(rho) = L0 / (1 - rho), rho capped at RHO_CAP (L <= L0 / (1 - RHO_CAP)),
+of which L0 is already in the thread's unloaded speed, so its time per unit becomes
+    1 / rate = 1 / rate_cpu + misses_per_unit * L0 * rho / (1 - rho).
+rho depends on the rates (the slowed threads move less data): it is the fixed point, found by
+bisection (the traffic falls as rho rises, so there is one), and stays constant between changes.
+A change is a thread starting or finishing work, an affinity or frequency change.
 At a change the scheduler (1) advances work and the platform's energy/thermal integrals to
 now, (2) re-places threads on cores, (3) recomputes rates and (4) arms one timer for the next
 completion. Changes at the same instant are coalesced into one replan, so an event is only
@@ -31,6 +38,12 @@ NICE_TO_WEIGHT = (
     1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
     110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
 )
+# Memory queueing: the loaded-latency curve L0/(1-rho) is capped at rho = RHO_CAP, i.e. a miss
+# costs at most 4x its idle latency. assumption: loaded-latency sweeps (Intel MLC-style) of
+# LPDDR4/DDR4 systems reach ~3-4x the idle latency at saturation, not infinity (the controller's
+# queues are finite; requests beyond them back up into the cores, which the bandwidth cap models).
+RHO_CAP = 0.75
+_RHO_TOL = 1e-9
 # A thread is done when less than this much of its time at its current rate is left.
 _DONE_EPS_S = 1e-12
 
@@ -45,7 +58,7 @@ class Thread:
     """A schedulable thread: affinity, weight, and at most one piece of work at a time."""
 
     __slots__ = ("tid", "name", "group", "weight", "affinity", "cpu", "remaining", "speed",
-                 "bytes_per_unit", "done", "rate", "cpu_time_s", "spinning")
+                 "bytes_per_unit", "misses_per_unit", "done", "rate", "cpu_time_s", "spinning")
 
     def __init__(self, tid: int, name: str, group: str, weight: float, affinity: tuple[int, ...]):
         self.tid, self.name, self.group, self.weight, self.affinity = tid, name, group, weight, affinity
@@ -53,6 +66,7 @@ class Thread:
         self.remaining = 0.0                 # work units left; 0 when sleeping
         self.speed: Sequence[float] = ()     # work units per cycle, per cluster index
         self.bytes_per_unit = 0.0            # DRAM bytes moved per work unit
+        self.misses_per_unit = 0.0           # latency-exposed DRAM misses per work unit
         self.done: simpy.Event | None = None
         self.rate = 0.0                      # units/s at present
         self.cpu_time_s = 0.0                # time runnable on a core (incl. shared time)
@@ -206,6 +220,7 @@ class Scheduler:
         self._replan_pending = False
         self._timer_gen = 0
         self.n_replans = 0
+        self.mem_rho = 0.0      # memory-controller load seen by latency-exposed threads (last replan)
         # Called with no arguments at the end of every replan (cpufreq governors listen here).
         self.on_replan: list[Callable[[], None]] = []
 
@@ -219,8 +234,13 @@ class Scheduler:
         self.threads.append(t)
         return t
 
-    def run(self, t: Thread, amount: float, speed: Sequence[float], bytes_per_unit: float = 0.0) -> simpy.Event:
-        """Give ``t`` ``amount`` units of work; the event fires when it is done."""
+    def run(self, t: Thread, amount: float, speed: Sequence[float], bytes_per_unit: float = 0.0,
+            misses_per_unit: float = 0.0) -> simpy.Event:
+        """Give ``t`` ``amount`` units of work; the event fires when it is done.
+
+        ``misses_per_unit``: DRAM misses per unit whose latency the thread waits for (not
+        overlapped); they make it slower as the memory controller's load rises (module doc).
+        """
         if t.runnable:
             raise RuntimeError(f"{t.name} is already busy")
         ev = self.env.event()
@@ -229,6 +249,7 @@ class Scheduler:
             return ev
         self._touch()
         t.remaining, t.speed, t.bytes_per_unit, t.done = amount, speed, bytes_per_unit, ev
+        t.misses_per_unit = misses_per_unit
         self._runnable.append(t)
         return ev
 
@@ -315,14 +336,21 @@ class Scheduler:
         for t in runnable:
             weight_on[t.cpu] += t.weight
         dram_bps = 0.0
+        exposed = []
         for t in runnable:
             if t.spinning:
                 t.rate = 0.0
                 continue
             k = p.cluster_of_cpu[t.cpu]
             t.rate = p.freq_mhz[k] * 1e6 * t.speed[k] * t.weight / weight_on[t.cpu]
-            dram_bps += t.rate * t.bytes_per_unit
+            if t.misses_per_unit > 0.0 and t.rate > 0.0:
+                exposed.append(t)
+            else:
+                dram_bps += t.rate * t.bytes_per_unit
         bw = p.spec.soc.dram_bandwidth_gbps * 1e9
+        self.mem_rho = 0.0
+        if exposed:
+            dram_bps = self._queue(exposed, dram_bps, bw, p.spec.soc.dram_latency_ns * 1e-9)
         if dram_bps > bw:
             # Memory-bound: every thread that moves memory slows by the same factor (its core
             # stays busy, stalled), so traffic equals the bandwidth.
@@ -336,6 +364,33 @@ class Scheduler:
         self._arm_timer()
         for hook in self.on_replan:
             hook()
+
+    def _queue(self, exposed: list[Thread], fixed_bps: float, bw: float, l0_s: float) -> float:
+        """Slow latency-exposed threads by memory queueing at the fixed-point load; total traffic."""
+        inv = [(1.0 / t.rate, t.misses_per_unit * l0_s, t.bytes_per_unit) for t in exposed]
+
+        def traffic(rho: float) -> float:
+            x = rho / (1.0 - rho)
+            return fixed_bps + sum(b / (a + m * x) for a, m, b in inv)
+
+        if traffic(0.0) <= 0.0:
+            rho = 0.0
+        elif traffic(RHO_CAP) >= RHO_CAP * bw:
+            rho = RHO_CAP
+        else:
+            lo, hi = 0.0, RHO_CAP
+            while hi - lo > _RHO_TOL:
+                mid = 0.5 * (lo + hi)
+                if traffic(mid) >= mid * bw:
+                    lo = mid
+                else:
+                    hi = mid
+            rho = 0.5 * (lo + hi)
+        x = rho / (1.0 - rho)
+        for t, (a, m, _) in zip(exposed, inv):
+            t.rate = 1.0 / (a + m * x)
+        self.mem_rho = rho
+        return traffic(rho)
 
     def _arm_timer(self) -> None:
         dt = math.inf
