@@ -62,11 +62,18 @@ class Choice:
         Pinned: one cpu each, fastest first. Unpinned: the kernel spreads busy threads over
         the fastest allowed cores (capacity-aware placement), wrapping when oversubscribed.
         """
-        order = sorted(self.cpus, key=lambda c: (-_capacity(soc, c), c))
-        return tuple(order[i % len(order)] for i in range(self.threads))
+        key = (self, soc.name, soc.path)
+        got = _THREAD_CPUS.get(key)
+        if got is None:
+            order = sorted(self.cpus, key=lambda c: (-_capacity(soc, c), c))
+            got = _THREAD_CPUS[key] = tuple(order[i % len(order)] for i in range(self.threads))
+        return got
 
     def clusters(self, soc: SocSpec) -> set[str]:
         return {soc.cluster_of(c).name for c in self.thread_cpus(soc)}
+
+
+_THREAD_CPUS: dict[tuple, tuple[int, ...]] = {}   # (choice, soc) -> placement; both immutable
 
 
 def _capacity(soc: SocSpec, cpu: int) -> float:

@@ -1,24 +1,39 @@
 """Per-layer cost model: a layer phase on an execution choice becomes parallel regions.
 
-The mechanism, per region (one op call of the runtime):
+The mechanism, per region (one op call of the runtime, ``repeat`` times in a row for the
+per-group loop PyTorch 1.x runs for grouped convolutions):
   1. the calling thread (the master, on the fastest core of the choice) runs the framework's
-     dispatch code: ``dispatch_instructions / scalar_ipc`` cycles;
-  2. if the phase is split over threads, the whole team forks: every member pays the fork/join
-     cost (more with more threads, scaled per core family, more when the team spans clusters)
-     and the cache-line transfers its share of a cache-resident tensor costs when it lives in
-     another core's cache; then each member runs its chunk of FLOPs at
+     dispatch code (``dispatch_instructions / scalar_ipc`` cycles) and any serial data movement
+     of the op (the per-group slice gathers and copies);
+  2. if the phase is split over threads, the master forks the team (libgomp: team start, a
+     futex_wake on the pool's dock barrier) and each member runs its chunk of FLOPs at
      ``peak x efficiency`` (capped by what one core can stream) - equal chunks under a static
-     partition, chunks proportional to core speed under a dynamic one;
-  3. members that finish early spin at the barrier; the region ends with the last one.
-  Between regions idle workers spin for the runtime's spin budget, then sleep; a sleeping
-  worker starts its next chunk only after its core's wake-up latency.
+     partition, chunks proportional to core speed under a dynamic one; members then arrive at
+     the join barrier one by one (an atomic on one shared line, a line transfer each);
+  3. **per-sample weights**: PyTorch's slow_conv2d runs one GEMM per sample, so weights larger
+     than a core's L2 are streamed again for every sample (twice for the weight gradient,
+     which is accumulated) - the deep layers of a small-input ResNet are bandwidth-bound;
+  3b. **producer-consumer traffic**: a region that reads a tensor the previous region wrote
+     under a different partition (per sample vs per channel vs serial on the master) pulls the
+     lines other cores still hold in their private L2s, ``(n-1)/n`` of what fits there, at the
+     family's per-line cost (an in-order core exposes the snoop latency, an out-of-order one
+     overlaps several); a serial region after a parallel one pulls them all on the master;
+  4. **spin, then sleep** (libgomp's do_wait): any thread that waits - a worker between regions,
+     the master at the join - polls for ``spin_iterations`` and then sleeps in futex_wait; a
+     sleeper costs its waker ``futex_wake_instructions`` and starts only after its core's
+     wake-up latency (IPI, idle-state exit, schedule-in); wake-up latencies vary, so a region
+     that woke m workers waits for the last of them, ``H_m`` mean latencies on average
+     (exponential spread). Spinning is busy (power, utilisation), sleeping is idle.
 
 ``layer_regions`` gives the work items (the simulation runs them through the fluid scheduler
-and DVFS); ``estimate`` runs the same formulas at fixed frequencies without interference: fast
-predictions for policies and for the calibration fit.
+and DVFS); ``estimate`` runs the same formulas at fixed frequencies without interference, or -
+``governor="schedutil"`` - at the steady state schedutil settles to for the job's utilisation
+(a job whose threads sleep a lot runs at a lower OPP): fast predictions for policies and for
+the calibration fit.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -29,9 +44,16 @@ from swansim.dnn.runtime import OpParams, Runtime
 from swansim.errors import InputError
 from swansim.hw.power import IDLE_LEAK_FRACTION, dynamic_power_w, leakage_w
 from swansim.hw.profile import SocSpec
+from swansim.kernel.cpufreq import (DOWN_RATE_LIMIT_S, PELT_HALF_LIFE_S, SCHEDUTIL_HEADROOM,
+                                     UP_RATE_LIMIT_S)
 
 TRAIN_PHASES = ("fwd", "bwd_input", "bwd_weight")
 LINE_BYTES = 64
+GOVERNED_CHUNK_S = 0.016    # the schedutil fast-forward decides at least this often (half a PELT half-life)
+# Autograd of PyTorch's per-group loop, per group: SliceBackward allocates a zero-filled
+# gradient of the whole input (one write pass), the engine's InputBuffer adds it to the running
+# sum (read two, write one): of ``grouped_bwd_passes`` element passes, this many are the zero fill.
+ZERO_FILL_PASSES = 1.0
 
 
 @dataclass(frozen=True)
@@ -59,7 +81,7 @@ class Region:
     phase: str
     op: str
     repeat: int
-    serial_cycles: tuple[float, ...]   # on the master before the fork, per cluster
+    serial_cycles: tuple[float, ...]   # on the master before the fork, per repeat, per cluster
     team: tuple[Work, ...]             # one per thread; a single member = the master alone
     spans_clusters: bool               # the team mixes core families
 
@@ -89,6 +111,9 @@ class SocView:
         c = self.soc.clusters[k]
         return (c.gemm_flop_per_cycle if op.peak == "gemm" else c.vector_flop_per_cycle) * op.efficiency[self.family[k]]
 
+    def fam(self, k: int):
+        return self.runtime.family[self.family[k]]
+
 
 def phase_amounts(layer: Layer, phase: str, first: bool) -> tuple[float, float]:
     """(FLOPs, bytes) of one phase of a layer; backward bytes split in proportion to FLOPs."""
@@ -106,6 +131,11 @@ def phase_amounts(layer: Layer, phase: str, first: bool) -> tuple[float, float]:
         share = bw / (bi + bw) if (bi + bw) and not first else 1.0
         return float(bw), layer.bwd_bytes * share
     raise ValueError(phase)
+
+
+def in_bytes(layer: Layer) -> float:
+    """Bytes of a layer's input activations (forward reads: inputs + weights, then writes outputs)."""
+    return max(0.0, float(layer.fwd_bytes - layer.out_bytes - 4 * layer.params))
 
 
 def _range(split: str, layer: Layer, elements: float, runtime: Runtime) -> int:
@@ -134,50 +164,135 @@ def _shares(n_threads: int, rng: int, speeds: Sequence[float], partition: str) -
     return out
 
 
+# -- producer-consumer ---------------------------------------------------------------------------
+# Which splits lay a tensor out the same way across threads: per-sample chunks and per-element
+# chunks of an NCHW tensor coincide (sample-major); per-channel chunks cut across them.
+_LAYOUT = {"batch": "rows", "elements": "rows", "channels": "channels", "serial": "master"}
+
+
+def effective_split(rt: Runtime, layer: Layer, phase: str) -> str:
+    """The split a phase of a layer really runs with ("serial" when it is too small to split)."""
+    op = rt.ops[layer.op]
+    if phase == "update":
+        split = op.split.get("update", "serial")
+        rng = 1 if layer.params <= rt.grain_elements else 2
+        return split if rng > 1 else "serial"
+    split = op.split.get(phase, "serial")
+    if op.regions == "per_group" and rt.grouped_conv == "per_group" and layer.groups > 1:
+        # the per-group loop ends on the master: forward with at::cat of the group outputs,
+        # backward with the running sum of the groups' input gradients (split by elements)
+        return "serial" if phase == "fwd" else ("elements" if phase == "bwd_input" else "serial")
+    return split if _range(split, layer, layer.out_bytes / 4.0, rt) > 1 else "serial"
+
+
+def producer(layers: Sequence[Layer], i: int, phase: str, rt: Runtime) -> tuple[str, float]:
+    """(split of the region that wrote what this phase reads, bytes read of it)."""
+    layer = layers[i]
+    if phase == "fwd":
+        if i == 0:
+            return "serial", in_bytes(layer)   # the input batch, loaded by the master
+        return effective_split(rt, layers[i - 1], "fwd"), in_bytes(layer)
+    if phase in ("bwd_input", "bwd_weight"):
+        if i == len(layers) - 1:
+            return "serial", float(layer.out_bytes)  # the loss gradient
+        return effective_split(rt, layers[i + 1], "bwd_input"), float(layer.out_bytes)
+    return effective_split(rt, layer, "bwd_weight"), 4.0 * layer.params
+
+
+def _remote_lines(view: SocView, cpus: Sequence[int], consumer: str, prod: tuple[str, float] | None) -> float:
+    """Lines of the consumed tensor that sit in other cores' private caches."""
+    n = len(cpus)
+    if prod is None or n == 1:
+        return 0.0
+    split, nbytes = prod
+    if _LAYOUT[split] == _LAYOUT[consumer] and consumer != "serial":
+        return 0.0
+    if consumer == "serial" and split == "serial":
+        return 0.0
+    l2 = [view.soc.cluster_of(c).l2_kib_per_core * 1024 for c in cpus]
+    held = l2[0] if split == "serial" else sum(l2)
+    return min(nbytes, held) / LINE_BYTES * (n - 1) / n
+
+
+# -- regions ------------------------------------------------------------------------------------
+
+
+def weight_restream(view: SocView, layer: Layer, phase: str, cpus: Sequence[int]) -> tuple[float, float]:
+    """(bytes, of which from DRAM) a per-sample GEMM loop re-reads: the weights once more for
+    every sample after the first when they do not fit the core's private L2 (the weight gradient
+    is read and written); from the L3 when they fit it (mostly), else from DRAM."""
+    rt = view.runtime
+    if layer.op not in rt.per_sample_ops or layer.batch <= 1 or phase == "update":
+        return 0.0, 0.0
+    w = 4.0 * layer.params
+    if w <= min(view.soc.cluster_of(c).l2_kib_per_core for c in cpus) * 1024:
+        return 0.0, 0.0
+    extra = (2.0 if phase == "bwd_weight" else 1.0) * w * (layer.batch - 1)
+    return extra, extra * (1.0 if w > view.soc.l3_kib * 1024 else rt.resident_dram_fraction)
+
+
 def make_region(view: SocView, choice: Choice, layer_index: int, phase: str, op_name: str,
                 op: OpParams, split: str, rng: int, units: float, nbytes: float,
-                repeat: int = 1) -> Region:
-    """One op call (per repeat: ``units`` of work moving ``nbytes``) on ``choice``."""
+                repeat: int = 1, serial_units: float = 0.0, pull_lines: float = 0.0,
+                master_pull_lines: float = 0.0, restream: tuple[float, float] = (0.0, 0.0)) -> Region:
+    """One op call (per repeat: ``units`` of work moving ``nbytes``) on ``choice``.
+
+    ``serial_units``: data movement the master does before the fork (8 bytes a unit, at the
+    vector op speed); ``pull_lines``: lines the team pulls from other cores (split by share);
+    ``master_pull_lines``: lines the master pulls serially before the fork; ``restream``:
+    (bytes, of which DRAM) of weights a per-sample loop reads again (``weight_restream``).
+    """
     soc, rt = view.soc, view.runtime
     nk = len(soc.clusters)
     l3_bytes = soc.l3_kib * 1024
     dram = nbytes * (1.0 if nbytes > l3_bytes else rt.resident_dram_fraction)
+    nbytes += restream[0]
+    dram += restream[1]
     bpu_all = nbytes / units if units else 0.0
     speed = []
     for k in range(nk):
         s = view.peak(op, k)
         if bpu_all > 0:
-            s = min(s, rt.family[view.family[k]].stream_bytes_per_cycle / bpu_all)
+            s = min(s, view.fam(k).stream_bytes_per_cycle / bpu_all)
         speed.append(s)
     speed = tuple(speed)
     bpu = dram / units if units else 0.0
     ipc = [c.scalar_ipc for c in soc.clusters]
-    serial = tuple(rt.dispatch_instructions / ipc[k] for k in range(nk))
+    vec = rt.ops["concat"]
+    mover = [min(view.peak(vec, k), view.fam(k).stream_bytes_per_cycle / 8.0) for k in range(nk)]
+    serial = tuple(rt.dispatch_instructions / ipc[k] + (serial_units / mover[k] if serial_units else 0.0)
+                   + master_pull_lines * view.fam(k).line_transfer_cycles for k in range(nk))
     cpus = choice.thread_cpus(soc)
     # DynamIQ clusters share the L3; what costs is a team mixing core families (little + big)
     spans = len({view.family[view.cluster_of_cpu[c]] for c in cpus}) > 1
     n = choice.threads
     if split == "serial" or rng <= 1 or n == 1:
         zero = (0.0,) * nk
+        pull = tuple(pull_lines * view.fam(k).line_transfer_cycles for k in range(nk))
         return Region(layer_index, phase, op_name, repeat, serial,
-                      (Work(units, speed, bpu, zero),), False)
+                      (Work(units, speed, bpu, pull if n > 1 else zero),), False)
     fast = [speed[view.cluster_of_cpu[c]] * soc.clusters[view.cluster_of_cpu[c]].fmax_mhz for c in cpus]
     shares = _shares(n, rng, fast, rt.partition)
-    fork_instr = (rt.fork_base_instructions + rt.fork_per_thread_instructions * (n - 1)) \
-        * (rt.cross_cluster_factor if spans else 1.0)
-    # Lines a member pulls from other cores: its share of what is cache resident, (n-1)/n remote.
-    resident_lines = min(nbytes, l3_bytes) / LINE_BYTES * (n - 1) / n
+    lat = rt.cross_cluster_factor if spans else 1.0
     team = []
-    for share in shares:
-        over = tuple(fork_instr * rt.family[view.family[k]].sync_scale / ipc[k]
-                     + resident_lines * share * rt.family[view.family[k]].line_transfer_cycles
-                     for k in range(nk))
+    for i, share in enumerate(shares):
+        if i == 0:   # team start + the two barriers' futex_wake calls, and n arrivals on the barrier line
+            instr, lines = rt.fork_base_instructions + rt.fork_per_thread_instructions * (n - 1), n
+        else:        # leave the dock, arrive at the join
+            instr, lines = rt.fork_per_thread_instructions, 2
+        over = tuple(instr / ipc[k] + lines * lat * view.fam(k).line_latency_cycles
+                     + pull_lines * share * view.fam(k).line_transfer_cycles for k in range(nk))
         team.append(Work(units * share, speed, bpu, over))
     return Region(layer_index, phase, op_name, repeat, serial, tuple(team), spans)
 
 
-def layer_regions(view: SocView, layer: Layer, index: int, phase: str, choice: Choice) -> list[Region]:
-    """The regions of one phase of one layer (empty when the phase has no work)."""
+def layer_regions(view: SocView, layer: Layer, index: int, phase: str, choice: Choice,
+                  prod: tuple[str, float] | None = None) -> list[Region]:
+    """The regions of one phase of one layer (empty when the phase has no work).
+
+    ``prod``: (split, bytes) of the region that wrote this phase's input (``producer``); None
+    means no producer-consumer traffic is charged.
+    """
     rt = view.runtime
     op = rt.ops[layer.op]
     flops, nbytes = phase_amounts(layer, phase, first=index == 0)
@@ -189,37 +304,83 @@ def layer_regions(view: SocView, layer: Layer, index: int, phase: str, choice: C
     units = flops if flops > 0 else nbytes / 8.0  # data movement: one unit per element read + written
     if units <= 0:
         return []
+    cpus = choice.thread_cpus(view.soc)
+    n = choice.threads
     per_group = op.regions == "per_group" and rt.grouped_conv == "per_group" and layer.groups > 1
-    repeat = layer.groups if per_group else 1
-    elements = layer.out_bytes / 4.0 / repeat
     split = op.split[phase]
-    out = [make_region(view, choice, index, phase, layer.op, op, split,
-                       _range(split, layer, elements, rt), units / repeat, nbytes / repeat, repeat)]
-    if per_group and phase == "bwd_input" and rt.grouped_bwd_passes > 0:
-        # Autograd of the per-group loop: each group's slice gradient is scattered into a
-        # zero-filled gradient of the whole input, and the groups' gradients are summed.
-        h, w = layer.out_hw
-        whole = layer.batch * layer.in_channels * h * w * layer.stride * layer.stride
+    if not per_group:
+        elements = layer.out_bytes / 4.0
+        rng = _range(split, layer, elements, rt)
+        consumer = split if (split != "serial" and rng > 1 and n > 1) else "serial"
+        pulls = _remote_lines(view, cpus, consumer, prod)
+        restream = weight_restream(view, layer, phase, cpus)
+        if consumer == "serial":
+            return [make_region(view, choice, index, phase, layer.op, op, split, rng, units, nbytes,
+                                master_pull_lines=pulls, restream=restream)]
+        return [make_region(view, choice, index, phase, layer.op, op, split, rng, units, nbytes,
+                            pull_lines=pulls, restream=restream)]
+    # PyTorch 1.x without MKLDNN: a loop over the groups, each a single-group slow_conv2d call.
+    g = layer.groups
+    slice_in = in_bytes(layer) / g            # one group's input: the master gathers it (narrow + contiguous)
+    slice_out = layer.out_bytes / g           # one group's output: the master copies it into the cat
+    remote = (n - 1) / n
+    rng = _range(split, layer, layer.out_bytes / 4.0 / g, rt)
+    if phase == "fwd":
+        return [make_region(view, choice, index, phase, layer.op, op, split, rng, units / g, nbytes / g, g,
+                            serial_units=(slice_in + slice_out) / 8.0,
+                            pull_lines=slice_in / LINE_BYTES * remote,
+                            master_pull_lines=slice_out / LINE_BYTES * remote)]
+    if phase == "bwd_weight":
+        # serial over the batch on the master, on slices it made itself in bwd_input
+        return [make_region(view, choice, index, phase, layer.op, op, split, rng, units / g, nbytes / g, g)]
+    # bwd_input: grad_output slice made contiguous by the master, the parallel input-gradient
+    # GEMM + col2im, then autograd's slice backward: zero-fill a gradient of the whole input
+    # (parallel), copy the group's slice into it (master), add it to the running sum (parallel).
+    out = [make_region(view, choice, index, phase, layer.op, op, split, rng, units / g, nbytes / g, g,
+                       serial_units=slice_out / 8.0,
+                       pull_lines=slice_out / LINE_BYTES * remote,
+                       master_pull_lines=slice_out / LINE_BYTES * remote)]
+    if rt.grouped_bwd_passes > 0:
+        whole = in_bytes(layer) / 4.0
         add = rt.ops["add"]
-        gbytes = rt.grouped_bwd_passes * whole * 4.0
-        out.append(make_region(view, choice, index, phase, "add", add, add.split["bwd_input"],
-                               _range(add.split["bwd_input"], layer, whole, rt), gbytes / 8.0,
-                               gbytes, repeat))
+        s = add.split["bwd_input"]
+        r = _range(s, layer, whole, rt)
+        zero = min(ZERO_FILL_PASSES, rt.grouped_bwd_passes)
+        zbytes, abytes = zero * whole * 4.0, (rt.grouped_bwd_passes - zero) * whole * 4.0
+        out.append(make_region(view, choice, index, phase, "add", add, s, r, zbytes / 8.0, zbytes, g))
+        if abytes > 0:
+            out.append(make_region(view, choice, index, phase, "add", add, s, r, abytes / 8.0, abytes, g,
+                                   serial_units=2.0 * slice_in / 8.0,
+                                   pull_lines=slice_in / LINE_BYTES * remote,
+                                   master_pull_lines=2.0 * slice_in / LINE_BYTES * remote))
     return out
 
 
-def update_regions(view: SocView, layer: Layer, index: int, choice: Choice) -> list[Region]:
+def update_regions(view: SocView, layer: Layer, index: int, choice: Choice,
+                   prod: tuple[str, float] | None = None) -> list[Region]:
     """SGD update of one layer's parameters (one call per parameter-holding layer)."""
     if layer.params == 0:
         return []
-    op = view.runtime.ops["optimizer"]
+    rt = view.runtime
+    op = rt.ops["optimizer"]
     split = op.split["update"]
-    rng = 1 if layer.params <= view.runtime.grain_elements else math.ceil(layer.params / view.runtime.grain_elements)
+    rng = 1 if layer.params <= rt.grain_elements else math.ceil(layer.params / rt.grain_elements)
     if split != "elements":
-        rng = _range(split, layer, layer.params, view.runtime)
+        rng = _range(split, layer, layer.params, rt)
+    consumer = split if (split != "serial" and rng > 1 and choice.threads > 1) else "serial"
+    pulls = _remote_lines(view, choice.thread_cpus(view.soc), consumer, prod)
     # read weight and gradient, write weight, zero the gradient: 16 bytes; one FMA: 2 FLOPs
+    kw = {"master_pull_lines": pulls} if consumer == "serial" else {"pull_lines": pulls}
     return [make_region(view, choice, index, "update", "optimizer", op, split, rng,
-                        2.0 * layer.params, 16.0 * layer.params)]
+                        2.0 * layer.params, 16.0 * layer.params, **kw)]
+
+
+def phase_regions(view: SocView, model: Model, i: int, phase: str, choice: Choice) -> list[Region]:
+    """The regions of one phase of layer ``i`` of ``model``, with its producer-consumer traffic."""
+    prod = producer(model.layers, i, phase, view.runtime)
+    if phase == "update":
+        return update_regions(view, model.layers[i], i, choice, prod)
+    return layer_regions(view, model.layers[i], i, phase, choice, prod)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,16 +409,104 @@ def batch_regions(view: SocView, model: Model, plan: Plan, mode: str = "train") 
     """Every region of one mini-batch in execution order."""
     out: list[Region] = []
     layers = model.layers
-    for i, layer in enumerate(layers):
-        out += layer_regions(view, layer, i, "fwd", plan.fwd[i])
+    for i in range(len(layers)):
+        out += phase_regions(view, model, i, "fwd", plan.fwd[i])
     if mode == "infer":
         return out
     for i in range(len(layers) - 1, -1, -1):
-        out += layer_regions(view, layers[i], i, "bwd_input", plan.bwd[i])
-        out += layer_regions(view, layers[i], i, "bwd_weight", plan.bwd[i])
-    for i, layer in enumerate(layers):
-        out += update_regions(view, layer, i, plan.update)
+        out += phase_regions(view, model, i, "bwd_input", plan.bwd[i])
+        out += phase_regions(view, model, i, "bwd_weight", plan.bwd[i])
+    for i in range(len(layers)):
+        out += phase_regions(view, model, i, "update", plan.update)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing of one region: spin, sleep, wake
+
+
+@dataclass
+class RegionTime:
+    """What one region does in time (seconds from its start; all repeats)."""
+
+    duration: float
+    busy: list[float]        # per team member: running or spinning
+    arrive: list[float]      # per team member: when it last arrived at the join (its idle gap starts)
+
+
+def harmonic(m: int) -> float:
+    """H_m = 1 + 1/2 + ... + 1/m: the expected maximum of m exponential variables, in means."""
+    return sum(1.0 / j for j in range(1, m + 1))
+
+
+class _Timing:
+    """Per-repeat timing of region ``r`` with member i on cluster ``kc[i]`` at ``f_hz[i]``."""
+
+    def __init__(self, view: SocView, r: Region, kc: Sequence[int], f_hz: Sequence[float], bw_bytes_s: float):
+        rt = view.runtime
+        self.n = n = len(r.team)
+        self.t_ser = r.serial_cycles[kc[0]] / f_hz[0]
+        base = [w.cycles(kc[i]) / f_hz[i] for i, w in enumerate(r.team)]
+        self.t_mem = sum(w.units * w.bytes_per_unit for w in r.team) / bw_bytes_s
+        if self.t_mem > max(base):
+            # bandwidth-bound: every thread that moves memory slows by the same factor
+            slow = self.t_mem / max(base)
+            base = [b * slow if w.bytes_per_unit > 0 else b for b, w in zip(base, r.team)]
+        self.base = base
+        fam = [view.fam(k) for k in kc]
+        ipc = [view.soc.clusters[k].scalar_ipc for k in kc]
+        self.spin = [rt.spin_iterations * fam[i].spin_iteration_cycles / f_hz[i] for i in range(n)]
+        self.wake = [fam[i].wake_latency_s for i in range(n)]
+        self.futex = [rt.futex_wake_instructions / ipc[i] / f_hz[i] for i in range(n)]
+
+    def one(self, gaps: Sequence[float]) -> tuple[float, list[float], list[float]]:
+        """One repeat given each worker's wait before the fork: (duration, busy, arrivals)."""
+        n, base, spin, wake, futex, t_ser = self.n, self.base, self.spin, self.wake, self.futex, self.t_ser
+        if n == 1:
+            d = t_ser + base[0]
+            return d, [d], [d]
+        asleep = [False] + [gaps[i] > spin[i] for i in range(1, n)]
+        m = sum(asleep)
+        fork = t_ser + m * futex[0]
+        # the join waits for the last of the m woken threads: with wake-up latencies spread
+        # exponentially about their mean, the expected last one comes after H_m means
+        h = harmonic(m)
+        end = [fork + base[0]] + [fork + (wake[i] * h if asleep[i] else 0.0) + base[i] for i in range(1, n)]
+        last_i = max(range(1, n), key=lambda i: end[i])
+        wait0 = max(0.0, end[last_i] - end[0])
+        master_sleeps = wait0 > spin[0]
+        done = max(end[0], end[last_i] + ((futex[last_i] + wake[0]) if master_sleeps else 0.0))
+        done = max(done, t_ser + self.t_mem)
+        busy = [done - ((wait0 - spin[0] + futex[last_i] + wake[0]) if master_sleeps else 0.0)]
+        busy += [min(gaps[i], spin[i]) + base[i] for i in range(1, n)]
+        return done, busy, end
+
+    def steady(self, d: float, end: Sequence[float]) -> tuple[float, list[float], list[float]]:
+        """A repeat after a repeat that took ``d`` with arrivals ``end``: the steady state."""
+        for _ in range(2):   # the per-repeat gap settles at once; a second pass for safety
+            gaps = [0.0] + [d - end[i] + self.t_ser for i in range(1, self.n)]
+            d, busy, end = self.one(gaps)
+        return d, busy, end
+
+
+def time_region(view: SocView, r: Region, kc: Sequence[int], f_hz: Sequence[float],
+                first_gap: Sequence[float], bw_bytes_s: float) -> RegionTime:
+    """Timing of region ``r`` with member i on cluster ``kc[i]`` at ``f_hz[i]``.
+
+    ``first_gap[i]``: how long worker i has been waiting when the master reaches the fork of
+    the first repeat (including this region's serial part). Repeats after the first see the
+    steady gap: the rest of the previous repeat's join plus the master's serial part.
+    """
+    t = _Timing(view, r, kc, f_hz, bw_bytes_s)
+    d1, b1, e1 = t.one(first_gap)
+    if r.repeat == 1:
+        return RegionTime(d1, b1, e1)
+    ds, bs, es = t.steady(d1, e1)
+    n = len(r.team)
+    total = d1 + (r.repeat - 1) * ds
+    busy = [b1[i] + (r.repeat - 1) * bs[i] for i in range(n)]
+    arrive = [total - ds + es[i] for i in range(n)]
+    return RegionTime(total, busy, arrive)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,26 +519,146 @@ class Estimate:
     energy_j: float                      # above the idle floor (background subtracted)
     busy_s: list[float]                  # per cpu: running or spinning
     region_s: list[float] = field(default_factory=list)
+    freq_mhz: list[float] = field(default_factory=list)
 
     @property
     def power_w(self) -> float:
         return self.energy_j / self.latency_s if self.latency_s else 0.0
 
 
-class PoolClock:
-    """When each pool thread last finished work, to decide who spun and who slept."""
-
-    def __init__(self, n: int):
-        self.free_at = [0.0] * n
-
-
 def estimate(view: SocView, model: Model, plan: Plan, mode: str = "train",
              freq_mhz: Sequence[float] | None = None, temp_c: float = 25.0,
-             keep_regions: bool = False) -> Estimate:
-    """Latency and net energy of one mini-batch at fixed frequencies (default: top OPPs)."""
-    soc, rt = view.soc, view.runtime
-    f_hz = [f * 1e6 for f in (freq_mhz or [c.fmax_mhz for c in soc.clusters])]
-    busy_w, clus_w = _power_tables(soc, f_hz, temp_c)
+             keep_regions: bool = False, governor: str | None = None) -> Estimate:
+    """Latency and net energy of one mini-batch.
+
+    At fixed frequencies (default: the top OPPs), or with ``governor="schedutil"`` under the
+    simulation's schedutil fast-forwarded through the regions (``_estimate_schedutil``); then
+    ``freq_mhz`` of the result is the time-averaged frequency per cluster.
+    """
+    regions = batch_regions(view, model, plan, mode)
+    if governor is None or governor == "performance":
+        return _estimate_at(view, regions, plan, freq_mhz, temp_c, keep_regions)
+    if governor != "schedutil":
+        raise ValueError(f"governor must be None, 'performance' or 'schedutil', got {governor!r}")
+    return _estimate_schedutil(view, regions, plan, temp_c, keep_regions)
+
+
+def _estimate_schedutil(view: SocView, regions: Sequence[Region], plan: Plan, temp_c: float,
+                        keep_regions: bool, passes: int = 1) -> Estimate:
+    """The batch under schedutil: the governor of swansim.kernel.cpufreq fast-forwarded.
+
+    Per core a PELT-like average of its busy share (half-life 32 ms, not frequency-invariant),
+    per cluster ``1.25 x f_max x`` the busiest core's average rounded up to an OPP, changes held
+    back by the up/down rate limits. Regions advance in chunks of at most ``GOVERNED_CHUNK_S``
+    at a constant busy share (a per-group loop as its first and its steady repeats), and the
+    governor decides after each chunk. The batch starts as one after a previous batch would:
+    the job's cores busy (averages at 1, top OPPs; a training batch ends with the optimizer's
+    short regions and starts with the first layers', both keeping the master busy); with
+    ``passes=2`` a first batch warms up from an idle start instead, as the simulation's warm-up
+    batch does.
+    """
+    soc = view.soc
+    nk = len(soc.clusters)
+    opps = [c.opp_freq_mhz for c in soc.clusters]
+    job_cpus = {c for ch in {*plan.fwd, *plan.bwd, plan.update} for c in ch.thread_cpus(soc)}
+    warm = passes == 1
+    fidx = [len(o) - 1 if warm and any(c in job_cpus for c in cl.cpus) else 0
+            for o, cl in zip(opps, soc.clusters)]
+    last_change = [-math.inf] * nk
+    util = [1.0 if warm and c in job_cpus else 0.0 for c in range(soc.n_cpus)]
+    bw = soc.dram_bandwidth_gbps * 1e9
+    tables: dict[tuple, tuple] = {}
+    now = 0.0
+    free_at: dict[int, float] = {}
+    scale = [SCHEDUTIL_HEADROOM * o[-1] for o in opps]
+    used = sorted({view.cluster_of_cpu[c] for ch in {*plan.fwd, *plan.bwd, plan.update}
+                   for c in ch.thread_cpus(soc)})
+    ncpu, cl_cpus, soc_w = soc.n_cpus, [c.cpus for c in soc.clusters], soc.soc_active_mw / 1000.0
+    result = None
+    for _ in range(passes):
+        t0 = now
+        energy, busy_tot, dram_bytes, times = 0.0, [0.0] * soc.n_cpus, 0.0, []
+        f_time = [0.0] * nk
+
+        def advance(dur, cpus, kc, busy_share):
+            """Time ``dur`` passes with these cpus busy for these shares of it; then the governor."""
+            nonlocal now, energy
+            key = tuple(fidx)
+            tab = tables.get(key)
+            if tab is None:
+                f_now = [opps[k][fidx[k]] for k in range(nk)]
+                tab = tables[key] = (*_power_tables(soc, [f * 1e6 for f in f_now], temp_c), f_now)
+            busy_w, clus_w, f_now = tab
+            decay = 2.0 ** (-dur / PELT_HALF_LIFE_S)
+            for c in range(ncpu):
+                util[c] *= decay
+            active = [0.0] * nk   # a cluster's shared logic (and the uncore) draws while a core is busy
+            for i, cpu in enumerate(cpus):
+                share = busy_share[i]
+                b = share * dur
+                busy_tot[cpu] += b
+                energy += busy_w[cpu] * b
+                util[cpu] += share * (1.0 - decay)
+                active[kc[i]] = max(active[kc[i]], share)
+            for k in set(kc):
+                energy += clus_w[k] * dur * active[k]
+            energy += soc_w * dur * max(active)
+            for k in range(nk):
+                f_time[k] += f_now[k] * dur
+            now += dur
+            for k in used:
+                u = max(util[c] for c in cl_cpus[k])
+                want = min(bisect.bisect_left(opps[k], scale[k] * u - 1e-9), len(opps[k]) - 1)
+                if want != fidx[k]:
+                    limit = UP_RATE_LIMIT_S if want > fidx[k] else DOWN_RATE_LIMIT_S
+                    if now - last_change[k] >= limit - 1e-12:
+                        fidx[k] = want
+                        last_change[k] = now
+
+        for r in regions:
+            choice = _choice_of(plan, r)
+            cpus = choice.thread_cpus(soc)[:len(r.team)]
+            kc = [view.cluster_of_cpu[c] for c in cpus]
+            start = now
+
+            def timing():
+                return _Timing(view, r, kc, [opps[k][fidx[k]] * 1e6 for k in kc], bw)
+
+            def run(reps, d, b, e, retime):
+                """``reps`` repeats of (d, b, e) in chunks; re-timed when the OPPs change."""
+                left = 1.0
+                while left > 1e-12:
+                    piece = min(left, GOVERNED_CHUNK_S / (reps * d)) if reps * d > 0 else left
+                    before = list(fidx)
+                    advance(piece * reps * d, cpus, kc, [x / d if d else 0.0 for x in b])
+                    left -= piece
+                    if left > 1e-12 and fidx != before:
+                        d, b, e = retime(timing())
+                return d, b, e
+
+            t = timing()
+            gaps = [0.0] + [now + t.t_ser - free_at.get(cpus[i], now) for i in range(1, len(cpus))]
+            d, b, e = run(1, *t.one(gaps), lambda tm: tm.one(gaps))
+            if r.repeat > 1:
+                d0, e0 = d, e
+                d, b, e = run(r.repeat - 1, *timing().steady(d0, e0), lambda tm: tm.steady(d0, e0))
+            end_d, end_e = d, e
+            for i in range(1, len(cpus)):
+                free_at[cpus[i]] = now - end_d + end_e[i]
+            dram_bytes += r.repeat * sum(w.units * w.bytes_per_unit for w in r.team)
+            if keep_regions:
+                times.append(now - start)
+        energy += dram_bytes * soc.dram_energy_pj_per_byte * 1e-12
+        lat = now - t0
+        result = Estimate(lat, energy, busy_tot, times, [ft / lat for ft in f_time])
+    return result
+
+
+def _estimate_at(view: SocView, regions: Sequence[Region], plan: Plan,
+                 freq_mhz: Sequence[float] | None, temp_c: float, keep_regions: bool) -> Estimate:
+    soc = view.soc
+    f_cl = [f * 1e6 for f in (freq_mhz or [c.fmax_mhz for c in soc.clusters])]
+    busy_w, clus_w = _power_tables(soc, f_cl, temp_c)
     bw = soc.dram_bandwidth_gbps * 1e9
     now = 0.0
     energy = 0.0
@@ -297,62 +666,33 @@ def estimate(view: SocView, model: Model, plan: Plan, mode: str = "train",
     free_at: dict[int, float] = {}
     times = []
     dram_bytes = 0.0
-    for r in batch_regions(view, model, plan, mode):
+    for r in regions:
         choice = _choice_of(plan, r)
-        cpus = choice.thread_cpus(soc)
+        cpus = choice.thread_cpus(soc)[:len(r.team)]
         kc = [view.cluster_of_cpu[c] for c in cpus]
-        master = cpus[0]
-        t_serial = r.serial_cycles[kc[0]] / f_hz[kc[0]]
-        base = [w.cycles(kc[i]) / f_hz[kc[i]] for i, w in enumerate(r.team)]
-        wake = [0.0] * len(r.team)
-        spin_cap = [rt.spin_budget_cycles / f_hz[kc[i]] for i in range(len(r.team))]
-        region_dram = sum(w.units * w.bytes_per_unit for w in r.team)
-        t_mem = region_dram / bw
-        if t_mem > max(base):
-            # bandwidth-bound: every thread that moves memory slows by the same factor
-            slow = t_mem / max(base)
-            base = [b * slow if w.bytes_per_unit > 0 else b for b, w in zip(base, r.team)]
-        t_par = max(max(base), t_mem)
-        if r.parallel:
-            # a worker whose gap (barrier wait + next dispatch) exceeds its spin budget sleeps
-            # before every repeat; the first repeat depends on how long it has been idle
-            for i in range(1, len(r.team)):
-                per_rep_gap = t_par - base[i] + t_serial
-                first_gap = now + t_serial - free_at.get(cpus[i], now)
-                every = r.repeat > 1 and per_rep_gap > spin_cap[i]
-                wakes = (r.repeat - 1 if every else 0) + (1 if first_gap > spin_cap[i] else 0)
-                wake[i] = wakes * rt.family[view.family[kc[i]]].wake_latency_s / r.repeat
-            t_par = max(max(b + w for b, w in zip(base, wake)), t_mem)
-        dur = r.repeat * (t_serial + t_par)
-        # energy: master busy throughout; members busy except while asleep/waking
+        f = [f_cl[k] for k in kc]
+        t_serial = r.serial_cycles[kc[0]] / f[0]
+        gaps = [0.0] + [now + t_serial - free_at.get(cpus[i], now) for i in range(1, len(cpus))]
+        rt_ = time_region(view, r, kc, f, gaps, bw)
+        dur = rt_.duration
         e = 0.0
-        busy[master] += dur
-        e += busy_w[master] * dur
-        touched = {kc[0]}
-        for i in range(1, len(r.team)):
-            cpu = cpus[i]
-            gap = now + t_serial - free_at.get(cpu, now)
-            pre_spin = min(max(gap, 0.0), spin_cap[i])
-            asleep_per_rep = wake[i] > 0 and r.repeat > 1 and (t_par - base[i] + t_serial) > spin_cap[i]
-            if asleep_per_rep:
-                b = r.repeat * (base[i] + spin_cap[i])
-            else:
-                b = r.repeat * (t_par - wake[i]) + (r.repeat - 1) * t_serial
-            b = max(0.0, min(b, dur)) + pre_spin
-            busy[cpu] += b
-            e += busy_w[cpu] * b
-            free_at[cpu] = now + dur
-            touched.add(kc[i])
-        for k in touched:
-            e += clus_w[k] * dur
-        e += soc.soc_active_mw / 1000.0 * dur
-        dram_bytes += r.repeat * region_dram
+        active: dict[int, float] = {}   # busy share of the busiest core per cluster (shared logic, uncore)
+        for i, cpu in enumerate(cpus):
+            busy[cpu] += rt_.busy[i]
+            e += busy_w[cpu] * rt_.busy[i]
+            active[kc[i]] = max(active.get(kc[i], 0.0), min(1.0, rt_.busy[i] / dur) if dur else 0.0)
+            if i > 0:
+                free_at[cpu] = now + rt_.arrive[i]
+        for k, a in active.items():
+            e += clus_w[k] * dur * a
+        e += soc.soc_active_mw / 1000.0 * dur * max(active.values())
+        dram_bytes += r.repeat * sum(w.units * w.bytes_per_unit for w in r.team)
         energy += e
         now += dur
         if keep_regions:
             times.append(dur)
     energy += dram_bytes * soc.dram_energy_pj_per_byte * 1e-12
-    return Estimate(now, energy, busy, times)
+    return Estimate(now, energy, busy, times, [f / 1e6 for f in f_cl])
 
 
 def _choice_of(plan: Plan, r: Region) -> Choice:

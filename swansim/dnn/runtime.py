@@ -3,33 +3,47 @@
 A runtime profile is a TOML file under ``swansim/dnn/runtimes/``. It says how the stack turns
 a layer into work on cores: per op class and core family an efficiency (fraction of the
 core's peak FLOP rate), how each phase is split over threads (per sample, per channel, per
-element chunk, or not at all), what a parallel region costs to fork and join, how long idle
-worker threads spin before they sleep, what a woken worker pays, and what it costs to move
-cache lines between cores when small work is split. Every number has a provenance string in
-the ``sources`` table next to it ("calibrated: ..." or "assumption: ..."); the loader refuses
-a number without one, and names the file and the field on any error.
+element chunk, or not at all), what a parallel region costs to fork and join, how long a
+waiting thread spins before it sleeps, what waking a sleeping thread costs, and what it costs
+to move cache lines between cores when consecutive regions split the data differently. Every
+number has a provenance string in the ``sources`` table next to it ("calibrated: ..." or
+"assumption: ..."); the loader refuses a number without one, and names the file and the field
+on any error.
 
 Fields (all per runtime; ``<fam>`` is a core family, ``<op>`` an op class):
   partition                 "static" (equal chunks, the slowest core sets the pace) or "dynamic"
   grain_elements            elementwise regions at or below this many elements run on one thread
   dispatch_instructions     serial work on the calling thread per op call (framework overhead)
-  fork_instructions         fork/join of a region: [base, per extra thread], on every member
-  cross_cluster_factor      fork/join multiplier when a team spans clusters
-  spin_budget_cycles        an idle worker busy-waits this long, then sleeps (futex)
+  fork_instructions         fork/join of a region: [base, per extra thread] on the master
+                            (team start, the two barrier futex_wake calls); a worker pays one
+                            per-thread share
+  futex_wake_instructions   the waker's cost per sleeping thread it wakes (futex_wake, IPI)
+  spin_iterations           a waiting thread polls this many times, then sleeps (futex_wait)
+  cross_cluster_factor      barrier line latencies are this much longer when a team spans core families
   switch_instructions       re-pinning and resizing the pool, per migrated thread
+  per_sample_ops            op classes whose GEMM runs once per sample (PyTorch's slow_conv2d):
+                            weights larger than a core's L2 are re-read for every sample
   grouped_conv              "per_group" (a loop of single-group convolutions) or "native"
   grouped_bwd_passes        element passes over the whole input per group in backward
   resident_dram_fraction    share of bytes that reach DRAM when a tensor fits the L3
   [families]                core family -> uarch name fragments (others: default_family)
-  [family.<fam>]            sync_scale, wake_latency_s, line_transfer_cycles, stream_bytes_per_cycle
+  [family.<fam>]            wake_latency_s, line_latency_cycles, line_transfer_cycles,
+                            stream_bytes_per_cycle, spin_iteration_cycles
   [ops.<op>]                peak ("gemm"/"vector"), split.<phase>, regions, efficiency.<fam>
+  [[fit.param]]             optional: what the calibration fits, with its prior and bounds:
+                            name, set (dotted paths of the fields set to the value), prior,
+                            bounds = [lo, hi], sigma_log (prior width), source (of the prior
+                            and the bounds), optionally starts (more start values for the
+                            search). The fields' values are the fitted ones; the loader
+                            refuses a value outside its bounds. ``[fit]`` also records the
+                            objective of the committed fit (a drift check).
 """
 from __future__ import annotations
 
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,17 +54,20 @@ OP_CLASSES = ("conv", "depthwise", "pointwise", "linear", "pool", "batchnorm", "
               "shuffle", "add", "concat", "optimizer")
 PHASES = ("fwd", "bwd_input", "bwd_weight", "update")
 SPLITS = ("batch", "channels", "elements", "serial")
-FAMILY_FIELDS = ("sync_scale", "wake_latency_s", "line_transfer_cycles", "stream_bytes_per_cycle")
+FAMILY_FIELDS = ("wake_latency_s", "line_latency_cycles", "line_transfer_cycles",
+                 "stream_bytes_per_cycle", "spin_iteration_cycles")
+_PROVENANCE = re.compile(r"^(calibrated|assumption|measured|derived|source)\b")
 
 
 @dataclass(frozen=True)
 class FamilyParams:
-    """What a core family (in-order little, out-of-order big) does differently."""
+    """What a core family (in-order little, out-of-order big, wide out-of-order) does differently."""
 
-    sync_scale: float              # fork/join cycles multiplier (atomics, line ping-pong)
-    wake_latency_s: float          # a sleeping worker's core leaves its idle state
-    line_transfer_cycles: float    # stall per cache line fetched from another core
+    wake_latency_s: float          # a sleeping thread runs again: IPI, idle-state exit, schedule-in
+    line_latency_cycles: float     # one cache line from another core (barrier flags and counters)
+    line_transfer_cycles: float    # per line when a core pulls a block of lines another core wrote
     stream_bytes_per_cycle: float  # what one core can stream from L3/DRAM
+    spin_iteration_cycles: float   # one poll of the barrier word while spinning
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,20 @@ class OpParams:
 
 
 @dataclass(frozen=True)
+class FitParam:
+    """One fitted quantity: the fields it sets, its prior and its plausible bounds."""
+
+    name: str
+    targets: tuple[str, ...]       # dotted paths, e.g. "family.inorder.wake_latency_s"
+    prior: float
+    lo: float
+    hi: float
+    sigma_log: float
+    source: str
+    starts: tuple[float, ...] = ()  # extra start values of the search (e.g. documented regimes)
+
+
+@dataclass(frozen=True)
 class Runtime:
     name: str
     title: str
@@ -73,16 +104,20 @@ class Runtime:
     dispatch_instructions: float
     fork_base_instructions: float
     fork_per_thread_instructions: float
+    futex_wake_instructions: float
+    spin_iterations: float
     cross_cluster_factor: float
-    spin_budget_cycles: float
     switch_instructions: float
     grouped_conv: str
     grouped_bwd_passes: float
     resident_dram_fraction: float
+    per_sample_ops: tuple[str, ...]
     families: dict[str, tuple[str, ...]]
     default_family: str
     family: dict[str, FamilyParams]
     ops: dict[str, OpParams]
+    fit_params: tuple[FitParam, ...] = ()
+    fit_info: dict | None = None
 
     def family_of(self, uarch: str) -> str:
         """The core family of a uarch name (by fragment, e.g. "cortex-a55" -> "inorder")."""
@@ -92,9 +127,60 @@ class Runtime:
                 return fam
         return self.default_family
 
+    def spin_budget_cycles(self, fam: str) -> float:
+        """How long (core cycles) a waiting thread of family ``fam`` spins before it sleeps."""
+        return self.spin_iterations * self.family[fam].spin_iteration_cycles
+
     def supports(self, phase: str) -> bool:
         return all(phase in op.split for name, op in self.ops.items() if name != "optimizer") \
             if phase != "update" else "update" in self.ops["optimizer"].split
+
+
+# ---------------------------------------------------------------------------------------------
+# Dotted paths: how the calibration names a field ("dispatch_instructions", "fork_instructions[1]",
+# "family.inorder.wake_latency_s", "ops.conv.efficiency.ooo").
+
+_TOP_PATHS = ("grain_elements", "dispatch_instructions", "futex_wake_instructions", "spin_iterations",
+              "cross_cluster_factor", "switch_instructions", "grouped_bwd_passes", "resident_dram_fraction")
+
+
+def get_path(rt: Runtime, path: str) -> float:
+    parts = path.split(".")
+    if path == "fork_instructions[0]":
+        return rt.fork_base_instructions
+    if path == "fork_instructions[1]":
+        return rt.fork_per_thread_instructions
+    if len(parts) == 1 and path in _TOP_PATHS:
+        return getattr(rt, path)
+    if len(parts) == 3 and parts[0] == "family" and parts[1] in rt.family and parts[2] in FAMILY_FIELDS:
+        return getattr(rt.family[parts[1]], parts[2])
+    if len(parts) == 4 and parts[0] == "ops" and parts[1] in rt.ops and parts[2] == "efficiency" \
+            and parts[3] in rt.ops[parts[1]].efficiency:
+        return rt.ops[parts[1]].efficiency[parts[3]]
+    raise KeyError(path)
+
+
+def with_paths(rt: Runtime, values: dict[str, float]) -> Runtime:
+    """A copy of ``rt`` with the fields at the given dotted paths replaced."""
+    top: dict[str, float] = {}
+    fam = {k: dict(vars(v)) for k, v in rt.family.items()}
+    eff = {k: dict(v.efficiency) for k, v in rt.ops.items()}
+    for path, v in values.items():
+        get_path(rt, path)  # raises on an unknown path
+        parts = path.split(".")
+        if path == "fork_instructions[0]":
+            top["fork_base_instructions"] = v
+        elif path == "fork_instructions[1]":
+            top["fork_per_thread_instructions"] = v
+        elif len(parts) == 1:
+            top[path] = v
+        elif parts[0] == "family":
+            fam[parts[1]][parts[2]] = v
+        else:
+            eff[parts[1]][parts[3]] = v
+    families = {k: FamilyParams(**v) for k, v in fam.items()}
+    ops = {k: replace(o, efficiency=eff[k]) for k, o in rt.ops.items()}
+    return replace(rt, **top, family=families, ops=ops)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,16 +208,19 @@ class _Reader:
             raise self.err(key, "missing required field")
         return self.data[key]
 
+    def need_source(self, key: str) -> None:
+        src = self.sources.get(key)
+        if not isinstance(src, str) or not _PROVENANCE.match(src.strip()):
+            raise InputError(self.path, self.f(f"sources.{key}"),
+                             "every number needs a provenance: 'calibrated: <figure>' or 'assumption: <reason>'")
+
     def num(self, key: str, lo: float, hi: float) -> float:
         v = self.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise self.err(key, f"expected a number, got {v!r}")
         if not lo <= v <= hi:
             raise self.err(key, f"{v} is outside {lo}..{hi}")
-        src = self.sources.get(key)
-        if not isinstance(src, str) or not re.match(r"^(calibrated|assumption|measured|derived|source)\b", src.strip()):
-            raise InputError(self.path, self.f(f"sources.{key}"),
-                             "every number needs a provenance: 'calibrated: <figure>' or 'assumption: <reason>'")
+        self.need_source(key)
         return float(v)
 
     def str(self, key: str, choices: tuple[str, ...] | None = None) -> str:
@@ -176,10 +265,11 @@ def load_runtime(name_or_path: str | Path) -> Runtime:
     for fam in (*families, default_family):
         t = fp_t.sub(fam)
         fam_params[fam] = FamilyParams(
-            sync_scale=t.num("sync_scale", 0.1, 100),
             wake_latency_s=t.num("wake_latency_s", 0, 0.1),
-            line_transfer_cycles=t.num("line_transfer_cycles", 0, 1e5),
-            stream_bytes_per_cycle=t.num("stream_bytes_per_cycle", 0.05, 256))
+            line_latency_cycles=t.num("line_latency_cycles", 0, 1e4),
+            line_transfer_cycles=t.num("line_transfer_cycles", 0, 1e4),
+            stream_bytes_per_cycle=t.num("stream_bytes_per_cycle", 0.05, 256),
+            spin_iteration_cycles=t.num("spin_iteration_cycles", 0.1, 1000))
     ops = {}
     ops_t = r.sub("ops")
     for op in OP_CLASSES:
@@ -193,30 +283,90 @@ def load_runtime(name_or_path: str | Path) -> Runtime:
                 raise split_t.err(phase, f"unknown phase; expected one of {', '.join(PHASES)}")
             split[phase] = split_t.str(phase, SPLITS)
         eff_t = t.sub("efficiency")
-        # Winograd and other fast kernels beat the FLOP count of the plain op: efficiency > 1 is allowed.
+        # Winograd, fp16 and other fast kernels beat the fp32 FLOP count of the plain op:
+        # efficiency > 1 is allowed.
         eff = {fam: eff_t.num(fam, 1e-4, 8.0) for fam in fam_params}
         ops[op] = OpParams(peak=t.str("peak", ("gemm", "vector")), efficiency=eff, split=split,
                            regions=t.str("regions", ("one", "per_group")))
     fork = r.get("fork_instructions")
     if not (isinstance(fork, list) and len(fork) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in fork)):
         raise r.err("fork_instructions", f"expected [base, per extra thread] >= 0, got {fork!r}")
-    if not isinstance(r.sources.get("fork_instructions"), str):
-        raise InputError(path, "sources.fork_instructions",
-                         "every number needs a provenance: 'calibrated: <figure>' or 'assumption: <reason>'")
-    return Runtime(
+    r.need_source("fork_instructions")
+    pso = r.get("per_sample_ops")
+    if not (isinstance(pso, list) and all(x in OP_CLASSES for x in pso)):
+        raise r.err("per_sample_ops", f"expected a list of op classes ({', '.join(OP_CLASSES)}), got {pso!r}")
+    r.need_source("per_sample_ops")
+    rt = Runtime(
         name=r.str("name"), title=r.str("title"), path=path,
         partition=r.str("partition", ("static", "dynamic")),
         grain_elements=r.num("grain_elements", 1, 1e9),
         dispatch_instructions=r.num("dispatch_instructions", 0, 1e8),
         fork_base_instructions=float(fork[0]), fork_per_thread_instructions=float(fork[1]),
+        futex_wake_instructions=r.num("futex_wake_instructions", 0, 1e7),
+        spin_iterations=r.num("spin_iterations", 0, 1e10),
         cross_cluster_factor=r.num("cross_cluster_factor", 1, 100),
-        spin_budget_cycles=r.num("spin_budget_cycles", 0, 1e10),
         switch_instructions=r.num("switch_instructions", 0, 1e9),
         grouped_conv=r.str("grouped_conv", ("per_group", "native")),
         grouped_bwd_passes=r.num("grouped_bwd_passes", 0, 64),
         resident_dram_fraction=r.num("resident_dram_fraction", 0, 1),
+        per_sample_ops=tuple(pso),
         families=families, default_family=default_family, family=fam_params, ops=ops,
     )
+    params, info = _fit_spec(data.get("fit"), path, rt)
+    return replace(rt, fit_params=params, fit_info=info)
+
+
+def _fit_spec(fit: Any, path: Path, rt: Runtime) -> tuple[tuple[FitParam, ...], dict | None]:
+    """The optional [fit] table: [[fit.param]] entries (prior, bounds, source) and the fit record."""
+    if fit is None:
+        return (), None
+    if not isinstance(fit, dict):
+        raise InputError(path, "fit", "expected a table")
+    entries = fit.get("param", [])
+    if not isinstance(entries, list):
+        raise InputError(path, "fit.param", "expected an array of tables [[fit.param]]")
+    out = []
+    seen: set[str] = set()
+    for i, e in enumerate(entries):
+        where = f"fit.param[{i}]"
+        if not isinstance(e, dict):
+            raise InputError(path, where, "expected a table")
+        name = e.get("name")
+        if not isinstance(name, str) or not name:
+            raise InputError(path, f"{where}.name", "expected a non-empty string")
+        where = f"fit.param[{name!r}]"
+        targets = e.get("set")
+        if not (isinstance(targets, list) and targets and all(isinstance(t, str) for t in targets)):
+            raise InputError(path, f"{where}.set", "expected a list of dotted field paths")
+        b = e.get("bounds")
+        if not (isinstance(b, list) and len(b) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in b)
+                and 0 < b[0] < b[1]):
+            raise InputError(path, f"{where}.bounds", f"expected [lo, hi] with 0 < lo < hi, got {b!r}")
+        prior, sigma, source = e.get("prior"), e.get("sigma_log"), e.get("source")
+        if isinstance(prior, bool) or not isinstance(prior, (int, float)) or not b[0] <= prior <= b[1]:
+            raise InputError(path, f"{where}.prior", f"expected a number within the bounds {b}, got {prior!r}")
+        if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0:
+            raise InputError(path, f"{where}.sigma_log", f"expected a positive number, got {sigma!r}")
+        if not isinstance(source, str) or not _PROVENANCE.match(source.strip()):
+            raise InputError(path, f"{where}.source", "the prior and bounds need a provenance: 'source: ...' or 'assumption: <reason>'")
+        for t in targets:
+            if t in seen:
+                raise InputError(path, f"{where}.set", f"{t} is set by two fit parameters")
+            seen.add(t)
+            try:
+                v = get_path(rt, t)
+            except KeyError:
+                raise InputError(path, f"{where}.set", f"no such field {t!r}") from None
+            if not b[0] * (1 - 1e-9) <= v <= b[1] * (1 + 1e-9):
+                raise InputError(path, t, f"value {v:g} is outside the plausible bounds {b} of fit parameter {name!r}")
+        starts = e.get("starts", [])
+        if not (isinstance(starts, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                 and b[0] <= x <= b[1] for x in starts)):
+            raise InputError(path, f"{where}.starts", f"expected a list of values within the bounds {b}, got {starts!r}")
+        out.append(FitParam(name, tuple(targets), float(prior), float(b[0]), float(b[1]), float(sigma), source,
+                            tuple(float(x) for x in starts)))
+    info = {k: v for k, v in fit.items() if k != "param"}
+    return tuple(out), info
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,16 +374,29 @@ def load_runtime(name_or_path: str | Path) -> Runtime:
 # comments and layout survive; a value and its provenance change together.
 
 
-def set_value(text: str, section: str, key: str, value: float | list, source: str) -> str:
+def set_value(text: str, section: str, key: str, value: float | list, source: str | None) -> str:
     """Replace ``key = ...`` in ``[section]`` ("" = root) and its line in the section's sources."""
     text = _replace_in_section(text, section, key, _fmt(value))
+    if source is None:
+        return text
     src_section = f"{section}.sources" if section else "sources"
     return _replace_in_section(text, src_section, key, '"' + source.replace('"', "'") + '"')
+
+
+def set_path(text: str, path: str, value: float, source: str, rt: Runtime) -> str:
+    """Write one fitted field given by its dotted path (fork_instructions as the pair)."""
+    if path.startswith("fork_instructions["):
+        pair = [round(rt.fork_base_instructions), round(rt.fork_per_thread_instructions)]
+        return set_value(text, "", "fork_instructions", pair, source)
+    section, _, key = path.rpartition(".")
+    return set_value(text, section, key, value, source)
 
 
 def _fmt(value) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    if isinstance(value, str):
+        return '"' + value.replace('"', "'") + '"'
     return f"{float(value):.4g}" if abs(value) < 1e5 else f"{float(value):.4e}"
 
 
@@ -242,8 +405,8 @@ def _replace_in_section(text: str, section: str, key: str, rendered: str) -> str
     current = ""
     for i, line in enumerate(lines):
         s = line.strip()
-        if s.startswith("[") and s.endswith("]") and not s.startswith("[["):
-            current = s[1:-1].strip()
+        if s.startswith("[") and s.endswith("]"):
+            current = s.strip("[]").strip()
             continue
         if current == section and re.match(rf'^\s*"?{re.escape(key)}"?\s*=', line):
             lines[i] = f"{key} = {rendered}"

@@ -7,27 +7,39 @@ the plan gives for that layer. The job owns an OpenMP-like pool: thread 0 is the
 Python thread), workers are pinned one per cpu of the choice; when the choice changes they
 are re-pinned or the pool grows (migrations are counted and the master pays a switching cost).
 
-Workers that finish a chunk spin at the barrier (holding their core, burning power); idle
-workers keep spinning for the runtime's spin budget and then sleep, and a sleeping worker
-starts its next chunk only after its core's wake-up latency (idle, not busy).
+Waiting is libgomp's: a thread that waits - a worker at the barrier and in the pool between
+regions, the master at the join - spins for the runtime's spin budget (holding its core,
+burning power) and then sleeps; a sleeping thread starts again only after its core's wake-up
+latency (idle, not busy), and its waker pays the futex_wake. A per-group loop (one region
+repeated) is run as one macro region whose busy and idle shares per thread come from the cost
+model's ``time_region`` at the current frequencies.
 
 Layering: this module drives a ``kernel.sched.Scheduler`` handed to it (``dnn`` -> ``kernel``,
 documented in DESIGN.md); it never imports the device.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence, Union
 
 import simpy
 
 from swansim.dnn.choices import Choice
-from swansim.dnn.cost import Plan, Region, SocView, layer_regions, update_regions
+from swansim.dnn.cost import GOVERNED_CHUNK_S, Plan, Region, SocView, harmonic, phase_regions, time_region
 from swansim.dnn.graph import Model
 from swansim.dnn.runtime import Runtime
 from swansim.hw.profile import SocSpec
 
 PlanLike = Union[Choice, Plan, Callable[[int], Union[Choice, Plan]]]
+
+
+@dataclass
+class _Join:
+    """The master at the join of one region: asleep once its spin budget ran out."""
+
+    asleep: bool = False
+    token: int = 0
 
 
 @dataclass
@@ -125,9 +137,7 @@ class TrainingJob:
     def _regions(self, i: int, phase: str, choice: Choice) -> list[Region]:
         key = (i, phase, choice)
         if key not in self._region_cache:
-            layer = self.model.layers[i]
-            self._region_cache[key] = (update_regions(self.view, layer, i, choice) if phase == "update"
-                                       else layer_regions(self.view, layer, i, phase, choice))
+            self._region_cache[key] = phase_regions(self.view, self.model, i, phase, choice)
         return self._region_cache[key]
 
     # -- the pool -------------------------------------------------------------------------
@@ -180,12 +190,15 @@ class TrainingJob:
         """Worker ``i`` (spinning at the barrier) waits in the pool: spin for the budget, then sleep."""
         w = self._workers[i]
         w.token += 1
-        budget = self.runtime.spin_budget_cycles
+        budget = self._spin_cycles(i)
         if budget <= 0:
             self.sched.stop(self.pool[i])
             w.state = "sleep"
             return
         w.state = "spin"
+        th = self.pool[i]
+        if not th.runnable:
+            self.sched.spin(th)   # holds its core (and burns power) while it polls
         tok = w.token
         timer = self.env.timeout(budget / self._freq_hz(i))
         timer.callbacks.append(lambda _ev: self._fall_asleep(i, tok))
@@ -207,6 +220,14 @@ class TrainingJob:
     def _wake_latency(self, i: int) -> float:
         return self.runtime.family[self.view.family[self._cluster(i)]].wake_latency_s
 
+    def _spin_cycles(self, i: int) -> float:
+        return self.runtime.spin_budget_cycles(self.view.family[self._cluster(i)])
+
+    def _futex_s(self, i: int) -> float:
+        """What thread ``i`` spends waking one sleeping thread (futex_wake), at its current speed."""
+        k = self._cluster(i)
+        return self.runtime.futex_wake_instructions / self.soc.clusters[k].scalar_ipc / self._freq_hz(i)
+
     # -- regions --------------------------------------------------------------------------
 
     def _region(self, r: Region, choice: Choice, layer: int, phase: str):
@@ -214,7 +235,6 @@ class TrainingJob:
         master = self.pool[0]
         self._stop_worker(0)
         k0 = self._cluster(0)
-        start = self.env.now
         if not r.parallel:
             w = r.team[0]
             cyc = r.serial_cycles[k0] + w.cycles(k0)
@@ -222,20 +242,31 @@ class TrainingJob:
                             w.bytes_per_unit * w.units / (cyc * w.speed[k0]) if cyc else 0.0)
             return
         n = len(r.team)
+        finishes = [0.0] * n
         if r.repeat == 1:
             yield sched.run(master, 1.0, tuple(1.0 / max(c, 1e-9) for c in r.serial_cycles))
-            delays = [0.0] + [self._stop_worker(i) for i in range(1, n)]
-            extra = [0.0] * n
-            lead = [0.0] * n
+            wakes = [0.0] + [self._stop_worker(i) for i in range(1, n)]
+            m = sum(1 for x in wakes if x > 0)
+            futex = m * self._futex_s(0)
+            h = harmonic(m)   # the last of m woken threads (as the cost model)
+            delays = [0.0] + [(futex + x * h) if x > 0 else 0.0 for x in wakes[1:]]
+            extra = [futex * self._freq_hz(0)] + [0.0] * (n - 1)
+            fork = self.env.now
+            join = _Join()
+            procs = [self.env.process(self._member(i, r.team[i], 1, delays[i], extra[i], finishes,
+                                                   join if i == 0 else None)) for i in range(n)]
+            yield simpy.AllOf(self.env, procs)
+            join.token += 1
+            if join.asleep:
+                # the master slept at the join: the last worker wakes it
+                last = max(range(1, n), key=lambda i: finishes[i])
+                yield self.env.timeout(self._futex_s(last) + self._wake_latency(0))
         else:
-            delays, extra, lead = self._repeat_plan(r)
-        finishes = [0.0] * n
-        fork = self.env.now
-        procs = [self.env.process(self._member(i, r.team[i], r.repeat, delays[i], extra[i],
-                                               lead[i], finishes)) for i in range(n)]
-        yield simpy.AllOf(self.env, procs)
-        for i in range(1, n):
-            self._park(i)
+            busy, idle = self._repeat_plan(r)
+            fork = self.env.now
+            procs = [self.env.process(self._macro_member(i, r, busy[i], idle[i], finishes))
+                     for i in range(n)]
+            yield simpy.AllOf(self.env, procs)
         sched.stop(master)
         if self.record_layers:
             b = self.batch_index
@@ -246,46 +277,77 @@ class TrainingJob:
                                          r.team[i].units * r.repeat))
 
     def _repeat_plan(self, r: Region):
-        """A per-group loop run as one macro region: who sleeps between repeats, and for how long.
+        """A per-group loop run as one macro region: per thread its busy cycles and idle seconds.
 
-        Per repeat the master dispatches then everyone computes; a worker whose wait (barrier +
-        next dispatch) exceeds its spin budget sleeps and wakes every repeat. Decided at the
-        current frequencies with the cost model's formulas.
+        The cost model's ``time_region`` at the current frequencies decides who spins and who
+        sleeps per repeat (and whether the master sleeps at the joins); the simulation then runs
+        each thread's busy share through the scheduler and its idle share as a delay.
         """
         n = len(r.team)
         k = [self._cluster(i) for i in range(n)]
         f = [self._freq_hz(i) for i in range(n)]
-        t = [r.team[i].cycles(k[i]) / f[i] for i in range(n)]
-        t_serial = r.serial_cycles[k[0]] / f[0]
-        t_par = max(t)
-        delays, extra, lead = [0.0] * n, [0.0] * n, [0.0] * n
-        lead[0] = r.repeat * r.serial_cycles[k[0]]          # the master dispatches every repeat
+        gaps = [0.0]
         for i in range(1, n):
-            first = self._stop_worker(i)
-            gap = t_par - t[i] + t_serial
-            budget = self.runtime.spin_budget_cycles / f[i]
-            if gap > budget:
-                # per repeat: spin the budget (busy), sleep out the rest of the gap, wake up (idle)
-                delays[i] = first + (r.repeat - 1) * (gap - budget + self._wake_latency(i))
-                extra[i] = (r.repeat - 1) * self.runtime.spin_budget_cycles
-            else:
-                delays[i] = first
-                extra[i] = (r.repeat - 1) * gap * f[i]       # spinning in the pool between repeats
-        return delays, extra, lead
+            was = self._workers[i].state
+            self._stop_worker(i)
+            gaps.append(math.inf if was == "sleep" else 0.0)
+        bw = self.soc.dram_bandwidth_gbps * 1e9
+        t = time_region(self.view, r, k, f, gaps, bw)
+        busy = [t.busy[i] * f[i] for i in range(n)]
+        idle = [max(0.0, t.duration - t.busy[i]) if i == 0 else max(0.0, t.arrive[i] - t.busy[i])
+                for i in range(n)]
+        return busy, idle
+
+    def _macro_member(self, i: int, r: Region, busy_cycles: float, idle_s: float, finishes: list):
+        """One thread through a macro region: its idle and busy shares interleaved in slices of
+        at most ``GOVERNED_CHUNK_S``, so that the governor sees the loop's average busy share."""
+        th = self.pool[i]
+        w = r.team[i]
+        k = self._cluster(i)
+        amount = busy_cycles * w.speed[k]
+        bpu = (w.bytes_per_unit * w.units * r.repeat / amount) if amount else 0.0
+        span = idle_s + busy_cycles / self._freq_hz(i)
+        pieces = max(1, min(r.repeat, math.ceil(span / GOVERNED_CHUNK_S)))
+        for _ in range(pieces):
+            if idle_s > 0:
+                yield self.env.timeout(idle_s / pieces)
+            if amount > 0:
+                yield self.sched.run(th, amount / pieces, w.speed, bpu)
+        finishes[i] = self.env.now
+        self._arrive(i)
 
     def _member(self, i: int, w, repeat: int, delay_s: float, extra_cycles: float,
-                lead_cycles: float, finishes: list):
+                finishes: list, join: "_Join | None" = None):
         th = self.pool[i]
         if delay_s > 0:
             yield self.env.timeout(delay_s)
         k = self._cluster(i)
-        # overheads and spinning in cycles become work units at this core's speed
-        cyc = repeat * w.cycles(k) + extra_cycles + lead_cycles
+        # overheads in cycles become work units at this core's speed
+        cyc = repeat * w.cycles(k) + extra_cycles
         amount = cyc * w.speed[k]
         bpu = (w.bytes_per_unit * w.units * repeat / amount) if amount else 0.0
         yield self.sched.run(th, amount, w.speed, bpu)
         finishes[i] = self.env.now
-        self.sched.spin(th)  # wait at the barrier
+        self._arrive(i)
+        if join is not None:
+            # the master spins for its budget at the join, then sleeps until the last worker arrives
+            tok = join.token
+            budget = self._spin_cycles(i)
+            timer = self.env.timeout(budget / self._freq_hz(i))
+            timer.callbacks.append(lambda _ev: self._master_sleeps(join, tok))
+
+    def _arrive(self, i: int) -> None:
+        """Thread ``i`` reaches the join: the master spins (its budget is the region's business);
+        a worker waits as in the pool - spin for the budget, then sleep - until the next fork."""
+        if i == 0:
+            self.sched.spin(self.pool[0])
+        else:
+            self._park(i)
+
+    def _master_sleeps(self, join: "_Join", tok: int) -> None:
+        if join.token == tok:
+            self.sched.stop(self.pool[0])
+            join.asleep = True
 
     # -- results --------------------------------------------------------------------------
 
