@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swansim.cli.landscape import landscape_frame, measure, workload
 from swansim.device import DeviceConfig
 from swansim.dnn.choices import enumerate_choices, parse_choice, pytorch_default
 from swansim.dnn.cost import estimate_choice
@@ -24,6 +23,7 @@ from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import RUNTIME_DIR, get_path, load_runtime
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
+from swansim.landscape import landscape_frame, measure, workload
 
 CAT = Catalogue.load()
 PIXEL3 = CAT.device("pixel3").soc

@@ -11,7 +11,7 @@ from pathlib import Path
 from swansim.dnn.calibrate import SWAN_BATCH
 from swansim.dnn.models import MODELS
 from swansim.errors import InputError
-from swansim.landscape import landscape_frame, measure, workload  # noqa: F401 (TODO: tests import from here)
+from swansim.landscape import landscape_frame
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("landscape", help="latency/energy/power of every execution choice for a model")
