@@ -27,12 +27,7 @@ def timeline(df: pd.DataFrame, path: Path, title: str = "") -> Path:
     axes[2].legend(fontsize=7)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def landscape_bars(frames: dict[str, pd.DataFrame], path: Path, paper: pd.DataFrame | None = None,
@@ -66,6 +61,10 @@ def landscape_bars(frames: dict[str, pd.DataFrame], path: Path, paper: pd.DataFr
     axes[-1, 0].set_xlabel("execution choice (cpu ids); black ticks: Swan paper Fig. 2")
     if title:
         fig.suptitle(title)
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
