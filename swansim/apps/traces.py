@@ -370,6 +370,8 @@ def load_trace(directory: str | Path) -> Trace:
     d = Path(directory)
     sessions = load_sessions(d / SESSIONS_FILE)
     states = load_states(d / STATES_FILE)
+    # A user with device states but no session in the file had no foreground use: keep them.
+    sessions = {u: sessions.get(u, ()) for u in sorted(set(sessions) | set(states))}
     last_s = _last_time_s(sessions, states)
     if (d / MANIFEST_FILE).exists():
         duration_s = load_manifest(d / MANIFEST_FILE).get("duration_s")
