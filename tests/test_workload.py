@@ -121,13 +121,13 @@ def test_committed_ncnn_fit_is_what_the_code_and_data_give():
     model or the data."""
     rt = load_runtime("ncnn")
     got = cal.current_objective(rt, cal.Ncnn(CAT, cal.read_ncnn(CAT)).residuals)
-    assert got == pytest.approx(rt.fit_info["objective"], rel=1e-3, abs=1e-3)
+    assert got == pytest.approx(rt.fit_info["objective"], rel=1e-6)
 
 
 def test_committed_pytorch_fit_is_what_the_code_and_data_give():
     rt = load_runtime("pytorch")
     got = cal.current_objective(rt, cal.Fig2(CAT).residuals)
-    assert got == pytest.approx(rt.fit_info["objective"], rel=1e-3, abs=1e-3)
+    assert got == pytest.approx(rt.fit_info["objective"], rel=1e-6)
 
 
 def test_inference_only_runtime_refuses_training():

@@ -35,7 +35,7 @@ import numpy as np
 from swansim.dnn.choices import Choice, enumerate_choices, parse_choice
 from swansim.dnn.cost import SocView, estimate, Plan
 from swansim.dnn.models import build_model
-from swansim.dnn.runtime import FitParam, Runtime, get_path, set_path, set_value, with_paths
+from swansim.dnn.runtime import FitParam, Runtime, _replace_in_section, get_path, set_path, set_value, with_paths
 from swansim.hw.profile import Catalogue
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "experiments" / "calibration"
@@ -360,7 +360,7 @@ def write_back(path: Path, rt_fitted: Runtime, params: Sequence[FitParam], prove
         for t in p.targets:
             text = set_path(text, t, get_path(rt_fitted, t), provenance, rt_fitted)
     if objective_value is not None:
-        text = set_value(text, "fit", "objective", round(objective_value, 4), None)
+        text = _replace_in_section(text, "fit", "objective", f"{objective_value:.10g}")
     Path(path).write_text(text)
 
 
