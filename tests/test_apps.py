@@ -235,11 +235,11 @@ def _drop(bg, base, governor: str = "schedutil") -> float:
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the simulated drop is ~-4% (Swan Fig. 3: 26.7%): the pytorch runtime's workers spin a libgomp-like budget "
-    "(spin_iterations ~4e4 polls, ~30 us on a big core) and then sleep, so big cores 5-7 are free most of the "
-    "time and the app's threads wake onto them. PyTorch built by clang (Termux/NDK) uses LLVM libomp, whose "
-    "idle workers spin KMP_BLOCKTIME = 200 ms: with that budget (set in memory, not in the repo) the drop is "
-    "~31%. Memory queueing (kernel.sched) is in place but ResNet-34 moves ~4% of the DRAM bandwidth: < 2 points"))
+    "the simulated drop is ~1% (Swan Fig. 3: 26.7%): the pytorch runtime's workers spin a libgomp-like budget "
+    "(GOMP_SPINCOUNT polls, well under a millisecond) and then sleep, so the big cores are free most of the time "
+    "and the app's threads wake onto them. PyTorch built by clang (Termux/NDK) likely uses LLVM libomp, whose idle "
+    "workers spin KMP_BLOCKTIME = 200 ms: with that budget (set in memory, not in the repo) the drop was ~31%. "
+    "Memory queueing (kernel.sched) is in place but ResNet-34 moves ~5% of the DRAM bandwidth: < 2 points"))
 def test_pytorch_default_resnet34_costs_pixel3_a_double_digit_score_drop(pixel3_alone_score):
     assert _drop(TrainingBackground("resnet34", "pytorch-default"), pixel3_alone_score) >= 10.0
 
