@@ -118,7 +118,7 @@ def test_unknown_device_name(cat):
 def test_no_machine_paths_in_profiles():
     for p in list(SOC_DIR.glob("*.toml")) + list(PHONE_DIR.glob("*.toml")):
         text = p.read_text()
-        assert "/work" not in text and "../shared" not in text, p.name
+        assert "../" not in text, p.name  # figures are transcribed, never pointed to outside the repo
 
 
 # ---------------------------------------------------------------------------------------------
