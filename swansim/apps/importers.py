@@ -15,14 +15,13 @@ The mappings and their assumptions are documented in ``traces/README.md``.
 """
 from __future__ import annotations
 
-import json
 import math
 import pickle
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from swansim.apps.traces import DAY_S, DeviceState, Trace
+from swansim.apps.traces import DAY_S, DeviceState, Trace, read_json_object
 from swansim.errors import InputError
 
 # FedScale carries no battery level; a constant stands in (see traces/README.md).
@@ -280,15 +279,7 @@ def load_flash(path: str | Path) -> Trace:
     days up to the last event.
     """
     file = str(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError(file, "path", "file not found") from None
-    except json.JSONDecodeError as e:
-        raise InputError(file, "json", e.msg, line=e.lineno) from None
-    if not isinstance(data, dict):
-        raise InputError(file, "json", "expected an object keyed by device id")
+    data = read_json_object(path, "json", "expected an object keyed by device id")
     devices = [_FlashDevice(str(dev), entry, file) for dev, entry in data.items()]
     devices = [d for d in devices if d.events]
     if not devices:

@@ -343,18 +343,25 @@ def load_states(path: str | Path) -> dict[str, tuple[DeviceState, ...]]:
                     [users, time_s, flags["screen_on"], flags["charging"], battery, network])
 
 
-def load_manifest(path: str | Path) -> dict[str, Any]:
-    """Read ``manifest.json``: a JSON object; ``duration_s``, if given, must be a positive number."""
+def read_json_object(path: str | Path, field: str, reason: str) -> dict:
+    """A JSON file whose top level must be an object; any failure is an InputError."""
     file = str(path)
     try:
         with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
+            data = json.load(f)
     except FileNotFoundError:
         raise InputError(file, "path", "file not found") from None
     except json.JSONDecodeError as e:
         raise InputError(file, "json", e.msg, line=e.lineno) from None
-    if not isinstance(manifest, dict):
-        raise InputError(file, "manifest", "expected a JSON object")
+    if not isinstance(data, dict):
+        raise InputError(file, field, reason)
+    return data
+
+
+def load_manifest(path: str | Path) -> dict[str, Any]:
+    """Read ``manifest.json``: a JSON object; ``duration_s``, if given, must be a positive number."""
+    file = str(path)
+    manifest = read_json_object(path, "manifest", "expected a JSON object")
     duration = manifest.get("duration_s")
     if duration is not None and not (isinstance(duration, (int, float)) and math.isfinite(duration)
                                      and duration > 0):

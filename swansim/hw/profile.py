@@ -367,9 +367,7 @@ def _check_rc(path: Path, rc: RCNetwork, heat_nodes: list[str]) -> None:
         for n in (a, b):
             if n != AMBIENT and n not in nodes:
                 raise InputError(path, "thermal_rc.edges_k_per_w", f"unknown node {n!r} (nodes: {', '.join(sorted(nodes))})")
-    for n in heat_nodes:
-        if n not in nodes:
-            raise InputError(path, "thermal_rc.capacity_j_per_k", f"missing node {n!r}")
+    _check_rc_partial(path, rc, heat_nodes)
     reach, frontier = {AMBIENT}, [AMBIENT]
     while frontier:
         x = frontier.pop()
