@@ -205,3 +205,31 @@ def test_memory_queueing_slows_latency_bound_threads_in_closed_form():
     assert sched3.mem_rho == RHO_CAP
     assert a3.rate == pytest.approx(1.0 / (1.0 / f0 + m * l0 * RHO_CAP / (1 - RHO_CAP)), rel=1e-12)
     assert plat3.dram_bytes_per_s == pytest.approx(bw, rel=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(share=st.floats(0.0, 0.9), ws_kib=st.floats(16.0, 2048.0), mpki=st.floats(0.1, 20.0))
+def test_l3_thrashing_costs_the_che_share_of_accesses_in_closed_form(share, ws_kib, mpki):
+    """A thread reading its L3 working set W at A bytes/s next to a streamer filling F loses
+    exp(-S A / (F W)) of its L3 accesses; each exposed one costs the DRAM latency less the hit
+    latency. Alone (F = 0) it loses none; the loss grows with F and shrinks with A."""
+    from swansim.kernel.sched import L3Use
+    env, plat, sched = make()
+    soc = plat.spec.soc
+    use = L3Use(accesses_per_unit=mpki / 1000, exposed_share=0.5, l3_bytes=soc.l3_kib * 1024.0,
+                working_set_bytes=ws_kib * 1024.0, hit_latency_s=30e-9)
+    app = sched.spawn("app", [0], l3=use)
+    sched.run(app, 1e12, (1.0, 1.0))
+    env.run(until=0.001)
+    f0 = plat.freq_mhz[0] * 1e6
+    assert app.rate == pytest.approx(f0, rel=1e-12)
+    stream = sched.spawn("stream", [4])
+    b = share * soc.dram_bandwidth_gbps * 1e9 / (plat.freq_mhz[1] * 1e6)
+    sched.run(stream, 1e12, (1.0, 1.0), b)
+    env.run(until=0.002)
+    fill, own = stream.rate * b, f0 * mpki / 1000 * 64
+    lost = math.exp(-use.l3_bytes * own / (fill * use.working_set_bytes)) if fill > 0 else 0.0
+    extra = mpki / 1000 * 0.5 * lost * (soc.dram_latency_ns * 1e-9 - use.hit_latency_s)
+    assert app.rate == pytest.approx(1.0 / (1.0 / f0 + extra), rel=1e-9)
+    assert use.lost_share(own, 2 * fill) >= use.lost_share(own, fill) >= use.lost_share(own, 0.0) == 0.0
+    assert use.lost_share(2 * own, fill) <= use.lost_share(own, fill)

@@ -32,7 +32,7 @@ from swansim.apps.traces import CATEGORIES, Session
 from swansim.apps.ux import UxRecorder
 from swansim.errors import InputError
 from swansim.hw.profile import DeviceSpec
-from swansim.kernel.sched import Scheduler, Thread
+from swansim.kernel.sched import L3Use, Scheduler, Thread
 
 APP_TABLE_PATH = Path(__file__).resolve().with_name("appmodels.toml")
 MINSTR = 1e6
@@ -41,10 +41,9 @@ MINSTR = 1e6
 # dram_bytes_per_instr / CACHE_LINE_BYTES; an out-of-order core overlaps APP_MLP of them, so
 # APP_MLP misses cost one latency. CACHE_LINE_BYTES: Arm Cortex-A55/A75/A76 TRMs (64-byte lines).
 # APP_MLP: assumption, 2 (bounds 1-10: 1 = fully serialised misses; OoO cores overlap a few
-# misses on app code). It was meant to be calibrated on the Swan paper's Fig. 3 (Pixel 3,
-# ResNet-34, 26.7%) but Fig. 3 does not identify it: the simulated drop moves < 1 point over
-# 1..1000, because ResNet-34 training moves ~4% of the Pixel 3's DRAM bandwidth on average
-# (compute-bound at 1x32x32 inputs), so rho, and the queueing delay, stay small.
+# misses on app code); it also divides the app's L3 hits (table `memory`) into exposed ones.
+# Queueing alone barely moves the Work-like score (the app's own DRAM traffic is small); what
+# background training costs the app through memory is mostly its L3 working set (AppMemory).
 CACHE_LINE_BYTES = 64.0
 APP_MLP = 2.0
 
@@ -67,6 +66,24 @@ class AndroidNice:
     ui_nice: int
     render_nice: int
     worker_nice: int
+
+
+@dataclass(frozen=True)
+class AppMemory:
+    """How app code uses the shared L3 (``appmodels.toml`` table ``memory``)."""
+
+    l2_misses_per_kinstr: float   # private-L2 misses that hit the L3 when the app runs alone
+    l3_working_set_kib: float     # the app's code and data that live in the L3
+    l3_hit_latency_ns: float
+
+    def l3_use(self, spec: DeviceSpec) -> L3Use | None:
+        """The app threads' stake in this SoC's L3 (None on an SoC without a shared L3)."""
+        if spec.soc.l3_kib <= 0:
+            return None
+        return L3Use(accesses_per_unit=self.l2_misses_per_kinstr / 1000.0, exposed_share=1.0 / APP_MLP,
+                     l3_bytes=spec.soc.l3_kib * 1024.0,
+                     working_set_bytes=min(self.l3_working_set_kib, spec.soc.l3_kib) * 1024.0,
+                     hit_latency_s=self.l3_hit_latency_ns * 1e-9)
 
 
 @dataclass(frozen=True)
@@ -112,6 +129,7 @@ class TaskSpec:
 @dataclass(frozen=True)
 class AppTable:
     android: AndroidNice
+    memory: AppMemory
     categories: dict[str, CategoryModel]
     tasks: tuple[TaskSpec, ...]
     path: Path
@@ -128,6 +146,8 @@ _BOUNDS = {
     "steps": (1, 1000, True), "ui_minstr": (0.0, 1e6, False), "frames": (0, 10000, True),
     "pool_minstr": (0.0, 1e7, False), "pool_chunks": (1, 10000, True),
     "step_sigma": (0.0, 2.0, False),
+    "l2_misses_per_kinstr": (0.0, 100.0, False), "l3_working_set_kib": (1.0, 65536.0, False),
+    "l3_hit_latency_ns": (1.0, 200.0, False),
 }
 
 
@@ -169,10 +189,11 @@ def load_app_table(path: str | Path = APP_TABLE_PATH) -> AppTable:
         raise InputError(path, "path", "file not found") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(path, "toml", str(e)) from None
-    for key in ("android", "categories", "workbench"):
+    for key in ("android", "memory", "categories", "workbench"):
         if not isinstance(data.get(key), dict):
             raise InputError(path, key, "missing required table")
     android = AndroidNice(**_read(data["android"], path, "android", AndroidNice, skip=()))
+    memory = AppMemory(**_read(data["memory"], path, "memory", AppMemory, skip=()))
     cats = {}
     for name in CATEGORIES:
         if name not in data["categories"]:
@@ -188,7 +209,7 @@ def load_app_table(path: str | Path = APP_TABLE_PATH) -> AppTable:
                   for n, t in data["workbench"].items())
     if not tasks:
         raise InputError(path, "workbench", "no tasks")
-    return AppTable(android, cats, tasks, path)
+    return AppTable(android, memory, cats, tasks, path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,7 +320,8 @@ class App:
 
     def __init__(self, env: simpy.Environment, sched: Scheduler, spec: DeviceSpec, model: CategoryModel,
                  android: AndroidNice, recorder: UxRecorder, rng: np.random.Generator,
-                 name: str | None = None, load_scale: float = 1.0, cpuset: Sequence[int] | None = None):
+                 name: str | None = None, load_scale: float = 1.0, cpuset: Sequence[int] | None = None,
+                 memory: AppMemory | None = None):
         if load_scale <= 0:
             raise ValueError(f"load_scale must be positive, got {load_scale}")
         self.env, self.sched, self.spec, self.model = env, sched, spec, model
@@ -308,12 +330,13 @@ class App:
         self.load_scale = load_scale
         cpus = tuple(cpuset if cpuset is not None else spec.cpusets["top_app"])
         self.speed = scalar_speed(spec)
-        ui = sched.spawn(f"{self.name}.ui", cpus, android.ui_nice, group=self.name)
-        render = sched.spawn(f"{self.name}.render", cpus, android.render_nice, group=self.name)
+        l3 = memory.l3_use(spec) if memory is not None else None
+        ui = sched.spawn(f"{self.name}.ui", cpus, android.ui_nice, group=self.name, l3=l3)
+        render = sched.spawn(f"{self.name}.render", cpus, android.render_nice, group=self.name, l3=l3)
         self.vsync = Vsync(spec.display_refresh_hz)
         self.pipeline = FramePipeline(env, sched, self.name, ui, render, self.speed, self.vsync, recorder,
                                       model.dram_bytes_per_instr)
-        self.workers = [sched.spawn(f"{self.name}.worker{i}", cpus, model.worker_nice, group=self.name)
+        self.workers = [sched.spawn(f"{self.name}.worker{i}", cpus, model.worker_nice, group=self.name, l3=l3)
                         for i in range(model.workers)]
         self._procs: list[simpy.Process] = []
         self.running = False
@@ -409,7 +432,7 @@ class TracePlayer:
             self._screen(True)
             app = App(env, self.sched, self.spec, self.table.categories[s.app_category], self.table.android,
                       self.recorder, self.rng, name=f"{s.user_id}#{i}:{s.app_category}",
-                      load_scale=s.load_scale).start()
+                      load_scale=s.load_scale, memory=self.table.memory).start()
             self.apps.append(app)
             end_s = s.end_s if self.until_s is None else min(s.end_s, self.until_s)
             yield env.timeout(max(0.0, end_s - env.now))

@@ -22,7 +22,7 @@ FROZEN_FRAME_MS = 700.0
 _DEADLINE_EPS_S = 1e-9
 
 FRAME_COLUMNS = ("app", "vsync_s", "deadline_s", "ui_start_s", "ui_done_s", "render_start_s", "done_s")
-TASK_COLUMNS = ("app", "task", "start_s", "end_s")
+TASK_COLUMNS = ("app", "task", "start_s", "end_s", "time_s")
 
 
 class UxRecorder:
@@ -36,16 +36,16 @@ class UxRecorder:
                   render_start_s: float, done_s: float) -> None:
         self.frame_rows.append((app, vsync_s, vsync_s + period_s, ui_start_s, ui_done_s, render_start_s, done_s))
 
-    def add_task(self, app: str, task: str, start_s: float, end_s: float) -> None:
-        self.task_rows.append((app, task, start_s, end_s))
+    def add_task(self, app: str, task: str, start_s: float, end_s: float, time_s: float | None = None) -> None:
+        """A task ran from ``start_s`` to ``end_s``; ``time_s`` is what it is scored by
+        (default: the whole span)."""
+        self.task_rows.append((app, task, start_s, end_s, end_s - start_s if time_s is None else time_s))
 
     def frames(self) -> pd.DataFrame:
         return frame_table(self.frame_rows)
 
     def tasks(self) -> pd.DataFrame:
-        df = pd.DataFrame(self.task_rows, columns=list(TASK_COLUMNS))
-        df["time_s"] = df["end_s"] - df["start_s"]
-        return df
+        return pd.DataFrame(self.task_rows, columns=list(TASK_COLUMNS))
 
 
 def frame_table(rows: Sequence[tuple]) -> pd.DataFrame:

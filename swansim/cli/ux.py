@@ -27,15 +27,9 @@ from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
 from swansim.kernel.sched import PLACEMENTS
 from swansim.results import write_manifest
-from swansim.scenarios import (PAPER_WORKLOADS, TrainingBackground, app_jank,
+from swansim.scenarios import (PAPER_FIG3_DROP_PCT, PAPER_WORKLOADS, TrainingBackground, app_jank,
                                reference_times, run_workbench)
 
-# Swan paper (Singapuram et al., arXiv 2206.04687) Fig. 3: PCMark Work 3.0 score drop with
-# pytorch-default training in the background. Calibration figures (see appmodels.toml).
-PAPER_FIG3_DROP_PCT = {
-    ("pixel3", "resnet34"): 26.7, ("pixel3", "shufflenet_v2_x2_0"): 25.1, ("pixel3", "mobilenet_v2"): 29.2,
-    ("galaxy-s10e", "resnet34"): 7.0, ("galaxy-s10e", "shufflenet_v2_x2_0"): 15.5,
-}
 DEFAULT_DEVICES = ("pixel3", "galaxy-s10e")
 DEFAULT_MODELS = ("resnet34", "shufflenet_v2_x2_0", "mobilenet_v2")
 LIGHT_APPS = ("messaging", "browsing", "audio")

@@ -41,12 +41,10 @@ import bisect
 import math
 from typing import Sequence
 
-from swansim.kernel.sched import Scheduler
+from swansim.kernel.sched import PELT_HALF_LIFE_S, Scheduler
 
 # kernel/sched/cpufreq_schedutil.c: next_freq = 1.25 * max_freq * util / max (25% headroom).
 SCHEDUTIL_HEADROOM = 1.25
-# kernel/sched/pelt.c: the PELT sum halves every 32 ms.
-PELT_HALF_LIFE_S = 0.032
 # Android schedutil up/down rate limits as set by Pixel 3 era init scripts (see module doc).
 UP_RATE_LIMIT_S = 0.0005
 DOWN_RATE_LIMIT_S = 0.020

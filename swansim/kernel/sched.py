@@ -10,6 +10,16 @@ of which L0 is already in the thread's unloaded speed, so its time per unit beco
     1 / rate = 1 / rate_cpu + misses_per_unit * L0 * rho / (1 - rho).
 rho depends on the rates (the slowed threads move less data): it is the fixed point, found by
 bisection (the traffic falls as rho rises, so there is one), and stays constant between changes.
+Threads that keep a working set in the shared L3 (``L3Use``) lose part of it to the other
+threads' DRAM fills. In an LRU cache a line survives if it is touched again before the cache
+has filled once more (Che's characteristic-time approximation): with the other threads
+filling F bytes/s into an L3 of S bytes that time is S / F. A thread touching its W-byte
+working set at A bytes/s comes back to a line every tau = W / A on average; with reuse
+intervals spread exponentially, a share exp(-S / (F tau)) = exp(-S A / (F W)) of its L3 hits
+become DRAM misses, each costing L(rho) minus the L3 hit latency more. A thread that uses its
+working set fast keeps it; a slow one next to a streaming one loses it. (One pass after the
+memory queue, with A at the thread's rate before this penalty; the refills are not added to
+the traffic.)
 A change is a thread starting or finishing work, an affinity or frequency change.
 At a change the scheduler (1) advances work and the platform's energy/thermal integrals to
 now, (2) re-places threads on cores, (3) recomputes rates and (4) arms one timer for the next
@@ -25,6 +35,7 @@ threads stay where they are pinned.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import simpy
@@ -44,6 +55,10 @@ NICE_TO_WEIGHT = (
 # queues are finite; requests beyond them back up into the cores, which the bandwidth cap models).
 RHO_CAP = 0.75
 _RHO_TOL = 1e-9
+# Cache line size of every core in the catalogue (Arm Cortex-A53..X3 TRMs: 64-byte lines).
+_LINE_BYTES = 64.0
+# PELT's utilisation half-life (kernel/sched/pelt.c: y^32 = 0.5 with 1 ms periods).
+PELT_HALF_LIFE_S = 0.032
 # A thread is done when less than this much of its time at its current rate is left.
 _DONE_EPS_S = 1e-12
 
@@ -54,11 +69,37 @@ def nice_to_weight(nice: int) -> int:
     return NICE_TO_WEIGHT[nice + 20]
 
 
+@dataclass(frozen=True)
+class L3Use:
+    """A thread's stake in the shared L3: what it loses when other threads stream through it.
+
+    ``accesses_per_unit``: L3 accesses (private-L2 misses) per work unit; ``exposed_share``:
+    the share of them whose latency the thread waits for (not overlapped); ``l3_bytes``: the
+    L3's size; ``working_set_bytes``: the thread's data and code that live in the L3;
+    ``hit_latency_s``: what an access costs when it hits.
+    """
+
+    accesses_per_unit: float
+    exposed_share: float
+    l3_bytes: float
+    working_set_bytes: float
+    hit_latency_s: float
+
+    def lost_share(self, own_bps: float, others_fill_bps: float) -> float:
+        """Share of the thread's L3 accesses that miss: it reads its working set at
+        ``own_bps`` while the other threads fill ``others_fill_bps`` into the L3."""
+        if others_fill_bps <= 0.0:
+            return 0.0
+        if own_bps <= 0.0:
+            return 1.0
+        return math.exp(-self.l3_bytes * own_bps / (others_fill_bps * self.working_set_bytes))
+
+
 class Thread:
     """A schedulable thread: affinity, weight, and at most one piece of work at a time."""
 
     __slots__ = ("tid", "name", "group", "weight", "affinity", "cpu", "remaining", "speed",
-                 "bytes_per_unit", "misses_per_unit", "done", "rate", "cpu_time_s", "spinning")
+                 "bytes_per_unit", "misses_per_unit", "done", "rate", "cpu_time_s", "spinning", "l3")
 
     def __init__(self, tid: int, name: str, group: str, weight: float, affinity: tuple[int, ...]):
         self.tid, self.name, self.group, self.weight, self.affinity = tid, name, group, weight, affinity
@@ -71,6 +112,7 @@ class Thread:
         self.rate = 0.0                      # units/s at present
         self.cpu_time_s = 0.0                # time runnable on a core (incl. shared time)
         self.spinning = False                # busy-waiting: occupies its core, no progress
+        self.l3: L3Use | None = None         # its working set in the shared L3, if any
 
     @property
     def runnable(self) -> bool:
@@ -156,11 +198,12 @@ class WakeupPlacement:
                     seen_load[c], seen_count[c] = self._prev_load[c], 1
         waking.sort(key=lambda t: (-t.weight, t.tid))
         for t in waking:
-            idle = [c for c in t.affinity if seen_count[c] == 0]
+            cands = self._candidates(t, cap)
+            idle = [c for c in cands if seen_count[c] == 0]
             if idle:
                 best = max(idle, key=lambda c: (cap[c], c == t.cpu, -c))
             else:
-                best = max(t.affinity, key=lambda c: (cap[c] * t.weight / (seen_load[c] + t.weight), c == t.cpu, -c))
+                best = max(cands, key=lambda c: (cap[c] * t.weight / (seen_load[c] + t.weight), c == t.cpu, -c))
             t.cpu = best
             for arr_load, arr_count in ((load, count), (seen_load, seen_count)):
                 arr_load[best] += t.weight
@@ -169,14 +212,20 @@ class WakeupPlacement:
         self._running = {t.tid for t in threads}
         self._prev_load = load
 
-    @staticmethod
-    def _idle_balance(threads, cap, load, count, seen_count) -> None:
+    def _candidates(self, t: Thread, cap: list[float]) -> Sequence[int]:
+        """The cores a waking thread considers: all it may use."""
+        return t.affinity
+
+    def _fits(self, t: Thread, c: int, cap: list[float]) -> bool:
+        return True
+
+    def _idle_balance(self, threads, cap, load, count, seen_count) -> None:
         movable = [t for t in threads if len(t.affinity) > 1]
         while True:
             best = None
             for c in sorted((c for c in range(len(cap)) if seen_count[c] == 0), key=lambda c: (-cap[c], c)):
                 for t in movable:
-                    if c not in t.affinity:
+                    if c not in t.affinity or not self._fits(t, c, cap):
                         continue
                     now_rate = cap[t.cpu] * t.weight / load[t.cpu]
                     gain = cap[c] / now_rate
@@ -196,11 +245,76 @@ class WakeupPlacement:
             seen_count[c] += 1
 
 
+class CapacityAwarePlacement(WakeupPlacement):
+    """`WakeupPlacement` that also asks, like EAS, whether a thread *fits* a core.
+
+    Every thread carries a PELT-like utilisation: its share of running time, scaled by the
+    capacity of the core and clock it ran on relative to the biggest core at its top clock
+    (frequency and capacity invariant, as Linux's util_avg), averaged with a 32 ms half-life.
+    A waking thread only considers the allowed cores it fits - ``capacity > 1.25 x util``
+    (kernel/sched/fair.c ``fits_capacity``: ``cap * 1280 < max * 1024``) - or, if it fits none,
+    the biggest allowed ones; among those, an idle core biggest first, else the one where its
+    weight gets most. An idle core only pulls a thread that fits it. So a busy training worker
+    that sleeps for a moment wakes back onto a big core and shares it with the app, rather
+    than straggling on an idle little core.
+    """
+
+    def __init__(self, half_life_s: float = PELT_HALF_LIFE_S):
+        super().__init__()
+        self.half_life_s = half_life_s
+        self.util: dict[int, float] = {}
+        self._stamp: dict[int, float] = {}
+        self._rate: dict[int, float] = {}        # tid -> util the thread converges to in this plan
+        self._prev: list = []                    # threads runnable in the previous plan
+
+    def _update(self, t, now: float) -> None:
+        self.util[t.tid], self._stamp[t.tid] = self.utilisation(t, now), now
+
+    def utilisation(self, t: Thread, now_s: float) -> float:
+        """``t``'s utilisation at ``now_s`` (a share of the biggest core at its top clock)."""
+        u, stamp = self.util.get(t.tid, 0.0), self._stamp.get(t.tid, now_s)
+        decay = 2.0 ** (-max(0.0, now_s - stamp) / self.half_life_s)
+        return u * decay + self._rate.get(t.tid, 0.0) * (1.0 - decay)
+
+    def __call__(self, sched, threads: list) -> None:
+        p = sched.platform
+        now = sched.env.now
+        for t in self._prev:
+            self._update(t, now)
+            self._rate[t.tid] = 0.0
+        for t in threads:
+            self._update(t, now)
+        super().__call__(sched, threads)
+        load = [0.0] * p.n_cpus
+        for t in threads:
+            load[t.cpu] += t.weight
+        cap_max = max(c.fmax_mhz * c.scalar_ipc for c in p.clusters)
+        for t in threads:
+            k = p.cluster_of_cpu[t.cpu]
+            cap_now = p.freq_mhz[k] * p.clusters[k].scalar_ipc
+            self._rate[t.tid] = cap_now / cap_max * t.weight / load[t.cpu]
+        self._prev = list(threads)
+
+    def _candidates(self, t, cap: list[float]) -> Sequence[int]:
+        u = self.util.get(t.tid, 0.0) * max(cap)
+        fit = [c for c in t.affinity if cap[c] > FIT_MARGIN * u]
+        if fit:
+            return fit
+        top = max(cap[c] for c in t.affinity)
+        return [c for c in t.affinity if cap[c] == top]
+
+    def _fits(self, t, c: int, cap: list[float]) -> bool:
+        return cap[c] > FIT_MARGIN * self.util.get(t.tid, 0.0) * max(cap)
+
+
+# kernel/sched/fair.c fits_capacity(): a task fits a core with 20% headroom (cap * 1280 < max * 1024).
+FIT_MARGIN = 1280 / 1024
 # A move must gain at least this share of throughput: no ping-pong between equal cores.
 _GAIN = 1.0 + 1e-9
 # Placement strategies by name; each call gives a fresh (possibly stateful) placement.
 PLACEMENTS: dict[str, Callable[[], Placement]] = {
     "wakeup": lambda: WakeupPlacement(),
+    "eas": lambda: CapacityAwarePlacement(),
     "throughput": lambda: place_for_throughput,
 }
 
@@ -226,11 +340,13 @@ class Scheduler:
 
     # -- threads ------------------------------------------------------------------------------
 
-    def spawn(self, name: str, affinity: Iterable[int] | None = None, nice: int = 0, group: str = "") -> Thread:
+    def spawn(self, name: str, affinity: Iterable[int] | None = None, nice: int = 0, group: str = "",
+              l3: L3Use | None = None) -> Thread:
         cpus = tuple(sorted(set(affinity))) if affinity is not None else tuple(range(self.platform.n_cpus))
         if not cpus or any(not 0 <= c < self.platform.n_cpus for c in cpus):
             raise ValueError(f"affinity {cpus} is not a set of this SoC's cpus 0..{self.platform.n_cpus - 1}")
         t = Thread(len(self.threads), name, group, nice_to_weight(nice), cpus)
+        t.l3 = l3
         self.threads.append(t)
         return t
 
@@ -348,9 +464,19 @@ class Scheduler:
             else:
                 dram_bps += t.rate * t.bytes_per_unit
         bw = p.spec.soc.dram_bandwidth_gbps * 1e9
+        l0_s = p.spec.soc.dram_latency_ns * 1e-9
         self.mem_rho = 0.0
         if exposed:
-            dram_bps = self._queue(exposed, dram_bps, bw, p.spec.soc.dram_latency_ns * 1e-9)
+            dram_bps = self._queue(exposed, dram_bps, bw, l0_s)
+        if dram_bps > 0.0:
+            miss_s = l0_s / (1.0 - self.mem_rho)
+            for t in runnable:
+                if t.l3 is not None and t.rate > 0.0:
+                    own_bps = t.rate * t.l3.accesses_per_unit * _LINE_BYTES
+                    lost = t.l3.lost_share(own_bps, dram_bps - t.rate * t.bytes_per_unit)
+                    extra_s = (t.l3.accesses_per_unit * t.l3.exposed_share * lost
+                               * max(0.0, miss_s - t.l3.hit_latency_s))
+                    t.rate = 1.0 / (1.0 / t.rate + extra_s)
         if dram_bps > bw:
             # Memory-bound: every thread that moves memory slows by the same factor (its core
             # stays busy, stalled), so traffic equals the bandwidth.
