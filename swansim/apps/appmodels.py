@@ -259,6 +259,16 @@ class FramePipeline:
         self.recorded = 0
         self.abandoned = 0
 
+    @classmethod
+    def top_app(cls, env: simpy.Environment, sched: Scheduler, spec: DeviceSpec, app: str, cpus: Sequence[int],
+                android: AndroidNice, recorder: UxRecorder, l3: L3Use | None,
+                bytes_per_instr: float = 0.0) -> "FramePipeline":
+        """A pipeline on new UI and render threads of a top app (Android's nice values)."""
+        ui = sched.spawn(f"{app}.ui", cpus, android.ui_nice, group=app, l3=l3)
+        render = sched.spawn(f"{app}.render", cpus, android.render_nice, group=app, l3=l3)
+        return cls(env, sched, app, ui, render, scalar_speed(spec), Vsync(spec.display_refresh_hz), recorder,
+                   bytes_per_instr)
+
     @property
     def in_flight(self) -> int:
         return int(self._ui_open) + int(self._render_proc is not None)
@@ -331,11 +341,9 @@ class App:
         cpus = tuple(cpuset if cpuset is not None else spec.cpusets["top_app"])
         self.speed = scalar_speed(spec)
         l3 = memory.l3_use(spec) if memory is not None else None
-        ui = sched.spawn(f"{self.name}.ui", cpus, android.ui_nice, group=self.name, l3=l3)
-        render = sched.spawn(f"{self.name}.render", cpus, android.render_nice, group=self.name, l3=l3)
-        self.vsync = Vsync(spec.display_refresh_hz)
-        self.pipeline = FramePipeline(env, sched, self.name, ui, render, self.speed, self.vsync, recorder,
-                                      model.dram_bytes_per_instr)
+        self.pipeline = FramePipeline.top_app(env, sched, spec, self.name, cpus, android, recorder, l3,
+                                              model.dram_bytes_per_instr)
+        self.vsync = self.pipeline.vsync
         self.workers = [sched.spawn(f"{self.name}.worker{i}", cpus, model.worker_nice, group=self.name, l3=l3)
                         for i in range(model.workers)]
         self._procs: list[simpy.Process] = []

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from swansim.apps.appmodels import (MINSTR, AndroidNice, AppMemory, FramePipeline, TaskSpec, Vsync, exposed_misses,
+from swansim.apps.appmodels import (MINSTR, AndroidNice, AppMemory, FramePipeline, TaskSpec, exposed_misses,
                                     lognormal_factor, scalar_speed)
 from swansim.apps.ux import FRAME_COLUMNS, UxRecorder
 from swansim.hw.profile import DeviceSpec
@@ -88,10 +88,7 @@ class WorkBench:
         cpus = tuple(cpuset if cpuset is not None else spec.cpusets["top_app"])
         self.speed = scalar_speed(spec)
         l3 = memory.l3_use(spec) if memory is not None else None
-        ui = sched.spawn(f"{self.APP}.ui", cpus, android.ui_nice, group=self.APP, l3=l3)
-        render = sched.spawn(f"{self.APP}.render", cpus, android.render_nice, group=self.APP, l3=l3)
-        self.pipeline = FramePipeline(env, sched, self.APP, ui, render, self.speed, Vsync(spec.display_refresh_hz),
-                                      self.recorder)
+        self.pipeline = FramePipeline.top_app(env, sched, spec, self.APP, cpus, android, self.recorder, l3)
         n_workers = max((self._pool_size(s, cpus) for s in self.steps), default=0)
         self.workers = [sched.spawn(f"{self.APP}.worker{i}", cpus, android.worker_nice, group=self.APP, l3=l3)
                         for i in range(n_workers)]
