@@ -5,7 +5,7 @@ ShuffleNetV2-x2 and MobileNetV2, and with training confined to one little core; 
 drop; the jank of light apps. Writes CSV + PNG under results/ux/ (see `swansim ux --help`).
 
     .venv/bin/python experiments/ux_interference.py            # Pixel 3 and Galaxy S10e
-    .venv/bin/python experiments/ux_interference.py --all      # every phone profile
+    .venv/bin/python experiments/ux_interference.py --all      # every phone and tablet profile
 """
 from __future__ import annotations
 

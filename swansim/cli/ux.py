@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="results", help="output directory (default: %(default)s)")
     p.add_argument("--devices", default=",".join(DEFAULT_DEVICES),
                    help="comma-separated profiles (default: %(default)s)")
-    p.add_argument("--all", action="store_true", help="every phone profile (generic-phone and boards excepted)")
+    p.add_argument("--all", action="store_true", help="every phone and tablet profile (generic-phone and boards excepted)")
     p.add_argument("--models", default=",".join(DEFAULT_MODELS), help="training models (default: %(default)s)")
     p.add_argument("--passes", type=int, default=1, help="benchmark passes per run (default: %(default)s)")
     p.add_argument("--warmup-s", type=float, default=30.0,
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def device_names(args, cat: Catalogue) -> list[str]:
     if args.all:
-        return [n for n, d in cat.devices.items() if n != "generic-phone" and d.kind == "phone"]
+        return [n for n, d in cat.devices.items() if n != "generic-phone" and d.kind in ("phone", "tablet")]
     names = [n.strip() for n in args.devices.split(",") if n.strip()]
     for n in names:
         cat.device(n)  # unknown names fail early, naming the known ones
