@@ -337,6 +337,22 @@ def test_cli_ux_writes_scores_tasks_and_jank(tmp_path: Path):
     assert (out / "work_tasks.csv").exists() and (out / "manifest.json").exists()
 
 
+def test_cli_ux_seeds_give_a_row_each_and_a_mean_with_its_range(tmp_path: Path):
+    rc = cli_main(["ux", "--out", str(tmp_path), "--devices", "pixel3", "--models", "resnet34",
+                   "--warmup-s", "2", "--light-s", "0", "--seeds", "2", "--seed", "5"])
+    assert rc == 0
+    out = tmp_path / "ux"
+    scores = pd.read_csv(out / "work_scores.csv")
+    assert sorted(scores["seed"]) == [5, 5, 5, 6, 6, 6]
+    assert list(scores.loc[scores["placement"] == "none", "score"]) == pytest.approx([1000.0, 1000.0])
+    drops = pd.read_csv(out / "work_drops.csv").set_index("placement")
+    per_seed = scores[scores["placement"] == "pytorch-default"]["drop_pct"]
+    row = drops.loc["pytorch-default"]
+    assert row["seeds"] == 2 and row["drop_pct"] == pytest.approx(per_seed.mean())
+    assert row["drop_min_pct"] == per_seed.min() and row["drop_max_pct"] == per_seed.max()
+    assert (out / "work_drop.png").exists()
+
+
 def test_cli_ux_refuses_an_unknown_model(tmp_path: Path, capsys):
     assert cli_main(["ux", "--out", str(tmp_path), "--models", "resnet9000"]) == 2
     assert "resnet9000" in capsys.readouterr().err

@@ -7,8 +7,13 @@ training confined to one little core; the score drop in percent; and the jank of
 the Pixel 3 without training (= 1000), so they compare across phones; drops are relative to
 the same phone without training.
 
-Writes under ``<out>/ux/``: ``work_scores.csv`` (one row per phone and background, with the
-paper's Fig. 3 drop where it has one), ``work_tasks.csv`` (per-task times and slowdowns),
+The benchmark's script is drawn from the seed, and one run's drop moves by a few points from
+seed to seed; ``--seeds N`` runs seeds ``seed .. seed+N-1`` and reports each drop's mean and
+range.
+
+Writes under ``<out>/ux/``: ``work_scores.csv`` (one row per phone, background and seed, with
+the paper's Fig. 3 drop where it has one), ``work_drops.csv`` (per phone and background: mean,
+min and max drop over the seeds), ``work_tasks.csv`` (per-task times and slowdowns),
 ``light_jank.csv`` and ``work_drop.png`` / ``light_jank.png``, plus ``manifest.json``.
 """
 from __future__ import annotations
@@ -51,6 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--placement", default="wakeup", choices=sorted(PLACEMENTS),
                    help="thread placement (default: %(default)s; see swansim.kernel.sched.WakeupPlacement)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=1,
+                   help="benchmark scripts per run, seeds seed..seed+N-1 (default: %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="CSV only")
     p.set_defaults(func=run)
 
@@ -82,31 +89,35 @@ def run(args) -> int:
             raise InputError("--models", m, f"unknown model (expected some of {', '.join(PAPER_WORKLOADS)})")
     if args.passes < 1:
         raise InputError("--passes", "value", "must be at least 1")
+    if args.seeds < 1:
+        raise InputError("--seeds", "value", "must be at least 1")
     out = Path(args.out) / "ux"
     out.mkdir(parents=True, exist_ok=True)
-    ref = reference_times(REFERENCE_DEVICE, args.passes, args.seed, args.placement)
-    plan = [(d, *b) for d in devices for b in backgrounds(models)]
+    seeds = range(args.seed, args.seed + args.seeds)
+    plan = [(seed, d, *b) for seed in seeds for d in devices for b in backgrounds(models)]
     light = [(d, *b) for d in devices for b in backgrounds(models[:1])] if args.light_s > 0 else []
     score_rows, task_frames, jank_frames = [], [], []
-    alone: dict[str, tuple[float, pd.DataFrame]] = {}
+    alone: dict[tuple[int, str], tuple[float, pd.DataFrame]] = {}
     with tqdm(total=len(plan) + len(light) * len(LIGHT_APPS), desc="swansim ux", unit="run") as bar:
-        for device, model, placement, bg in plan:
-            bar.set_postfix_str(f"{device} {model} {placement}")
-            cfg = DeviceConfig(device=device, seed=args.seed)
+        for seed, device, model, placement, bg in plan:
+            bar.set_postfix_str(f"{device} {model} {placement} seed {seed}")
+            cfg = DeviceConfig(device=device, seed=seed)
+            ref = reference_times(REFERENCE_DEVICE, args.passes, seed, args.placement)
             t0 = time.perf_counter()
-            r = run_workbench(cfg, bg, args.warmup_s, args.passes, args.seed, reference=ref,
+            r = run_workbench(cfg, bg, args.warmup_s, args.passes, seed, reference=ref,
                               placement=args.placement)
             if bg is None:
-                alone[device] = (r.score, r.tasks)
-            base_score, base_tasks = alone[device]
+                alone[seed, device] = (r.score, r.tasks)
+            base_score, base_tasks = alone[seed, device]
             jank = 100.0 * float(r.frames["janky"].mean()) if len(r.frames) else float("nan")
             score_rows.append({
-                "device": device, "model": model, "placement": placement, "score": r.score,
+                "device": device, "model": model, "placement": placement, "seed": seed, "score": r.score,
                 "drop_pct": score_drop_pct(base_score, r.score),
                 "paper_drop_pct": PAPER_FIG3_DROP_PCT.get((device, model)) if placement == "pytorch-default" else None,
                 "bench_jank_pct": jank, "sim_s": r.end_s, "wall_s": time.perf_counter() - t0,
             })
             sd = slowdown(r.tasks, base_tasks)
+            sd.insert(0, "seed", seed)
             sd.insert(0, "placement", placement)
             sd.insert(0, "model", model)
             sd.insert(0, "device", device)
@@ -124,28 +135,43 @@ def run(args) -> int:
                 bar.update()
     scores = pd.DataFrame(score_rows)
     scores.to_csv(out / "work_scores.csv", index=False)
+    drops = drop_summary(scores)
+    drops.to_csv(out / "work_drops.csv", index=False)
     pd.concat(task_frames, ignore_index=True).to_csv(out / "work_tasks.csv", index=False)
     janks = pd.concat(jank_frames, ignore_index=True) if jank_frames else pd.DataFrame()
     if len(janks):
         janks.to_csv(out / "light_jank.csv", index=False)
     wall_s = time.perf_counter() - t_start
     if not args.no_plots:
-        plot_drops(scores, out / "work_drop.png")
+        plot_drops(drops, out / "work_drop.png")
         if len(janks):
             plot_jank(janks, out / "light_jank.png")
     write_manifest(out, vars(args) | {"func": None}, seed=args.seed, devices=devices, wall_s=wall_s,
                    reference_device=REFERENCE_DEVICE)
-    print_summary(scores, janks)
+    print_summary(drops, janks)
     print(f"wrote {out}/ in {wall_s:.0f} s")
     return 0
 
 
-def print_summary(scores: pd.DataFrame, janks: pd.DataFrame) -> None:
-    print(f"{'device':<14} {'training':<32} {'score':>7} {'drop %':>7} {'paper %':>8} {'jank %':>7}")
-    for r in scores.itertuples():
+def drop_summary(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per phone and background (in run order): seeds, mean score, mean/min/max drop, paper, jank."""
+    keys = ["device", "model", "placement"]
+    g = scores.groupby(keys, sort=False)
+    out = g.agg(seeds=("seed", "size"), score=("score", "mean"), drop_pct=("drop_pct", "mean"),
+                drop_min_pct=("drop_pct", "min"), drop_max_pct=("drop_pct", "max"),
+                paper_drop_pct=("paper_drop_pct", "first"), bench_jank_pct=("bench_jank_pct", "mean"))
+    return out.reset_index()
+
+
+def print_summary(drops: pd.DataFrame, janks: pd.DataFrame) -> None:
+    n = int(drops["seeds"].max()) if len(drops) else 1
+    spread = f" {'range (' + str(n) + ' seeds)':>16}" if n > 1 else ""
+    print(f"{'device':<14} {'training':<32} {'score':>7} {'drop %':>7}{spread} {'paper %':>8} {'jank %':>7}")
+    for r in drops.itertuples():
         label = "none" if r.placement == "none" else f"{r.model} {r.placement}"
         paper = f"{r.paper_drop_pct:.1f}" if pd.notna(r.paper_drop_pct) else "-"
-        print(f"{r.device:<14} {label:<32} {r.score:>7.0f} {r.drop_pct:>7.1f} {paper:>8} {r.bench_jank_pct:>7.2f}")
+        rng = f" {f'{r.drop_min_pct:.1f}..{r.drop_max_pct:.1f}':>16}" if n > 1 else ""
+        print(f"{r.device:<14} {label:<32} {r.score:>7.0f} {r.drop_pct:>7.1f}{rng} {paper:>8} {r.bench_jank_pct:>7.2f}")
     if len(janks):
         print(f"\n{'device':<14} {'app':<10} {'training':<24} {'frames':>7} {'jank %':>7} {'p95 ms':>7}")
         for r in janks.itertuples():
@@ -153,12 +179,13 @@ def print_summary(scores: pd.DataFrame, janks: pd.DataFrame) -> None:
             print(f"{r.device:<14} {r.app:<10} {label:<24} {int(r.frames):>7} {r.jank_pct:>7.2f} {r.p95_ms:>7.1f}")
 
 
-def plot_drops(scores: pd.DataFrame, path: Path) -> None:
+def plot_drops(drops: pd.DataFrame, path: Path) -> None:
+    """Mean drop per phone and background, with its range over the seeds as an error bar."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    df = scores[scores["placement"] != "none"].copy()
+    df = drops[drops["placement"] != "none"].copy()
     df["run"] = df["model"] + " " + df["placement"]
     runs = list(dict.fromkeys(df["run"]))
     devices = list(dict.fromkeys(df["device"]))
@@ -167,7 +194,9 @@ def plot_drops(scores: pd.DataFrame, path: Path) -> None:
     for j, run in enumerate(runs):
         sub = df[df["run"] == run].set_index("device").reindex(devices)
         xs = [i + (j - (len(runs) - 1) / 2) * width for i in range(len(devices))]
-        ax.bar(xs, sub["drop_pct"], width, label=run)
+        err = [sub["drop_pct"] - sub["drop_min_pct"], sub["drop_max_pct"] - sub["drop_pct"]]
+        ax.bar(xs, sub["drop_pct"], width, label=run, yerr=err if (sub["seeds"] > 1).any() else None,
+               capsize=2)
         for x, p in zip(xs, sub["paper_drop_pct"]):
             if pd.notna(p):
                 ax.plot([x - width / 2, x + width / 2], [p, p], color="black", lw=2)
