@@ -353,6 +353,24 @@ def test_cli_ux_seeds_give_a_row_each_and_a_mean_with_its_range(tmp_path: Path):
     assert (out / "work_drop.png").exists()
 
 
+def test_cli_ux_keeps_finished_runs_when_interrupted(tmp_path: Path, monkeypatch, capsys):
+    import swansim.cli.ux as ux_cli
+    real, calls = ux_cli.run_workbench, []
+
+    def interrupted_on_the_second_run(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(ux_cli, "run_workbench", interrupted_on_the_second_run)
+    rc = cli_main(["ux", "--out", str(tmp_path), "--devices", "pixel3", "--models", "resnet34",
+                   "--light-s", "0", "--no-plots"])
+    assert rc == 130 and "kept" in capsys.readouterr().err
+    scores = pd.read_csv(tmp_path / "ux" / "work_scores.csv")
+    assert list(scores["placement"]) == ["none"]
+
+
 def test_cli_ux_refuses_an_unknown_model(tmp_path: Path, capsys):
     assert cli_main(["ux", "--out", str(tmp_path), "--models", "resnet9000"]) == 2
     assert "resnet9000" in capsys.readouterr().err

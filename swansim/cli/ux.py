@@ -122,6 +122,7 @@ def run(args) -> int:
             sd.insert(0, "model", model)
             sd.insert(0, "device", device)
             task_frames.append(sd)
+            save_progress(out, score_rows, task_frames, jank_frames)
             bar.update()
         for device, model, placement, bg in light:
             cfg = DeviceConfig(device=device, seed=args.seed)
@@ -132,15 +133,11 @@ def run(args) -> int:
                 summary.insert(0, "model", model)
                 summary.insert(0, "device", device)
                 jank_frames.append(summary)
+                save_progress(out, score_rows, task_frames, jank_frames)
                 bar.update()
-    scores = pd.DataFrame(score_rows)
-    scores.to_csv(out / "work_scores.csv", index=False)
+    scores, janks = save_progress(out, score_rows, task_frames, jank_frames)
     drops = drop_summary(scores)
     drops.to_csv(out / "work_drops.csv", index=False)
-    pd.concat(task_frames, ignore_index=True).to_csv(out / "work_tasks.csv", index=False)
-    janks = pd.concat(jank_frames, ignore_index=True) if jank_frames else pd.DataFrame()
-    if len(janks):
-        janks.to_csv(out / "light_jank.csv", index=False)
     wall_s = time.perf_counter() - t_start
     if not args.no_plots:
         plot_drops(drops, out / "work_drop.png")
@@ -151,6 +148,18 @@ def run(args) -> int:
     print_summary(drops, janks)
     print(f"wrote {out}/ in {wall_s:.0f} s")
     return 0
+
+
+def save_progress(out: Path, score_rows: list, task_frames: list, jank_frames: list) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Write every finished run's rows (after each run, so an interrupted sweep keeps them)."""
+    scores = pd.DataFrame(score_rows)
+    scores.to_csv(out / "work_scores.csv", index=False)
+    if task_frames:
+        pd.concat(task_frames, ignore_index=True).to_csv(out / "work_tasks.csv", index=False)
+    janks = pd.concat(jank_frames, ignore_index=True) if jank_frames else pd.DataFrame()
+    if len(janks):
+        janks.to_csv(out / "light_jank.csv", index=False)
+    return scores, janks
 
 
 def drop_summary(scores: pd.DataFrame) -> pd.DataFrame:
