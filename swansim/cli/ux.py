@@ -116,12 +116,8 @@ def run(args) -> int:
                 "paper_drop_pct": PAPER_FIG3_DROP_PCT.get((device, model)) if placement == "pytorch-default" else None,
                 "bench_jank_pct": jank, "sim_s": r.end_s, "wall_s": time.perf_counter() - t0,
             })
-            sd = slowdown(r.tasks, base_tasks)
-            sd.insert(0, "seed", seed)
-            sd.insert(0, "placement", placement)
-            sd.insert(0, "model", model)
-            sd.insert(0, "device", device)
-            task_frames.append(sd)
+            task_frames.append(_keyed(slowdown(r.tasks, base_tasks), device=device, model=model,
+                                      placement=placement, seed=seed))
             save_progress(out, score_rows, task_frames, jank_frames)
             bar.update()
         for device, model, placement, bg in light:
@@ -129,10 +125,7 @@ def run(args) -> int:
             for category in LIGHT_APPS:
                 bar.set_postfix_str(f"{device} {category} {placement}")
                 _, summary = app_jank(cfg, category, bg, args.light_s, min(args.warmup_s, 10.0), args.placement)
-                summary.insert(0, "placement", placement)
-                summary.insert(0, "model", model)
-                summary.insert(0, "device", device)
-                jank_frames.append(summary)
+                jank_frames.append(_keyed(summary, device=device, model=model, placement=placement))
                 save_progress(out, score_rows, task_frames, jank_frames)
                 bar.update()
     scores, janks = save_progress(out, score_rows, task_frames, jank_frames)
@@ -148,6 +141,13 @@ def run(args) -> int:
     print_summary(drops, janks)
     print(f"wrote {out}/ in {wall_s:.0f} s")
     return 0
+
+
+def _keyed(df: pd.DataFrame, **keys) -> pd.DataFrame:
+    """``df`` with the run's key columns in front, in the order given."""
+    for i, (name, value) in enumerate(keys.items()):
+        df.insert(i, name, value)
+    return df
 
 
 def save_progress(out: Path, score_rows: list, task_frames: list, jank_frames: list) -> tuple[pd.DataFrame, pd.DataFrame]:

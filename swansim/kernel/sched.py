@@ -296,8 +296,7 @@ class CapacityAwarePlacement(WakeupPlacement):
         self._prev = list(threads)
 
     def _candidates(self, t, cap: list[float]) -> Sequence[int]:
-        u = self.util.get(t.tid, 0.0) * max(cap)
-        fit = [c for c in t.affinity if cap[c] > FIT_MARGIN * u]
+        fit = [c for c in t.affinity if self._fits(t, c, cap)]
         if fit:
             return fit
         top = max(cap[c] for c in t.affinity)
