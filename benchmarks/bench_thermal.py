@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 import time
 
-from swansim.cli.thermal import load_cpus
+from swansim.runs.thermal import load_cpus
 from swansim.device import Device, DeviceConfig
-from swansim.workloads import SustainedGemm
+from swansim.runs.workloads import SustainedGemm
 
 SIM_S = 30 * 60.0
 

@@ -67,10 +67,10 @@ def run_pytorch(cat: Catalogue, args) -> None:
         rt = load_runtime(path)
     else:
         rt = with_paths(rt, {f"ops.linear.efficiency.{f}": v for f, v in eff.items()})
-    workloads = dict(cal.SWAN_WORKLOADS)
+    shapes = {}
     if args.shufflenet_input:
-        workloads["shufflenet_v2_x2_0"] = (tuple(int(x) for x in args.shufflenet_input.split("x")), 600)
-    fig2 = cal.Fig2(cat, workloads)
+        shapes["shufflenet_v2_x2_0"] = tuple(int(x) for x in args.shufflenet_input.split("x"))
+    fig2 = cal.Fig2(cat, input_shapes=shapes)
     report("Fig. 2 residuals at the priors", fig2.residuals(at_priors(rt)))
     t0 = time.time()
     fitted, values, obj = cal.fit(rt, fig2.residuals, sweeps=args.sweeps)
@@ -80,7 +80,7 @@ def run_pytorch(cat: Catalogue, args) -> None:
     detail(res)
     show_values(fitted, rt.fit_params)
     if not args.dry_run:
-        shape = "x".join(map(str, workloads["shufflenet_v2_x2_0"][0]))
+        shape = "x".join(map(str, fig2.models["shufflenet_v2_x2_0"].input_shape))
         prov = ("calibrated: Swan paper Fig. 2a/2b (Pixel 3, PyTorch training, batch 16, schedutil; "
                 f"ResNet-34 1x32x32, ShuffleNetV2-x2 {shape}) by experiments/calibrate_runtime.py")
         cal.write_back(path, fitted, rt.fit_params, prov)

@@ -5,14 +5,14 @@ profile's cpufreq (schedutil) and thermal governors. Writes per run a timeline (
 frequency caps, throughput vs time) and a summary table: time to first throttle, sustained
 throughput over the last 10 minutes, peak skin and battery temperatures.
 
-Run: .venv/bin/python experiments/thermal_throttling.py [--devices pixel3,pixel6] [--minutes 30]
-(the same as `swansim thermal --out results`; extra arguments are passed through).
+Run: .venv/bin/python experiments/thermal_throttling.py [minutes]
 """
 from __future__ import annotations
 
 import sys
 
-from swansim.cli import main
+from swansim.runs.thermal import format_summary, run_thermal
 
 if __name__ == "__main__":
-    sys.exit(main(["thermal", "--out", "results", *sys.argv[1:]]))
+    minutes = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
+    print(format_summary(run_thermal("results/thermal", minutes=minutes)))

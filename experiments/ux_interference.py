@@ -2,7 +2,7 @@
 
 Per phone: the Work-like score with no training, with pytorch-default training of ResNet-34,
 ShuffleNetV2-x2 and MobileNetV2, and with training confined to one little core; the score
-drop; the jank of light apps. Writes CSV + PNG under results/ux/ (see `swansim ux --help`).
+drop; the jank of light apps. Writes CSV + PNG under results/ux/.
 
     .venv/bin/python experiments/ux_interference.py            # Pixel 3 and Galaxy S10e
     .venv/bin/python experiments/ux_interference.py --all      # every phone and tablet profile
@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import sys
 
-from swansim.cli import main
+from swansim.hw.profile import Catalogue
+from swansim.runs.ux import UxConfig, phones_and_tablets, print_summary, run_ux
 
 if __name__ == "__main__":
-    sys.exit(main(["ux", *sys.argv[1:]]))
+    cfg = UxConfig(devices=phones_and_tablets(Catalogue.load())) if "--all" in sys.argv[1:] else UxConfig()
+    print_summary(*run_ux(cfg, "results/ux"))

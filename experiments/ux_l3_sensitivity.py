@@ -19,11 +19,10 @@ from dataclasses import replace
 from swansim.apps.appmodels import load_app_table
 from swansim.apps.workbench import SCORE_SCALE, task_times
 from swansim.device import DeviceConfig
-from swansim.scenarios import PAPER_FIG3_DROP_PCT, TrainingBackground, run_workbench
+from swansim.runs.scenarios import PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, run_workbench
 
 MPKI = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0)
 WORKING_SET_KIB = (128.0, 256.0, 512.0, 1024.0, 2048.0)
-WARMUP_S = 30.0
 
 
 def drops(device: str, model: str, table) -> tuple[float, float]:

@@ -1,2 +1,29 @@
-"""swansim: a discrete-event simulator of smartphone SoCs training DNNs in the background."""
+"""swansim: a discrete-event simulator of smartphone SoCs training DNNs in the background.
+
+The public API for experiment scripts (each returns tidy pandas DataFrames)::
+
+    import swansim
+    df = swansim.landscape("pixel3", "shufflenet_v2_x2_0")     # every execution choice
+
+Names are imported on first use, so ``import swansim`` stays cheap.
+"""
 __version__ = "0.1.0"
+
+_API = {
+    "landscape": ("swansim.runs.landscape", "landscape_frame"),
+}
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        module, attr = _API[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'swansim' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_API])

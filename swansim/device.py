@@ -6,7 +6,7 @@ flat `DeviceConfig`, so the same config gives the same run anywhere.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import numpy as np
 import simpy
@@ -28,7 +28,6 @@ class DeviceConfig:
     seed: int = 0
     screen_on: bool = False
     ambient_c: float | None = None        # None: the profile's ambient
-    extra: dict = field(default_factory=dict)
     placement: str = "wakeup"             # thread placement (kernel.sched.PLACEMENTS)
     governor: str = "schedutil"           # cpufreq governor of every domain
     userspace_freq_mhz: tuple[float, ...] | None = None  # per domain, for governor "userspace"
@@ -47,7 +46,6 @@ class Device:
         if spec is None:
             spec = (catalogue or Catalogue.load()).device(config.device)
         if config.ambient_c is not None:
-            from dataclasses import replace
             spec = replace(spec, ambient_c=config.ambient_c)
         self.spec = spec
         self.env = simpy.Environment()

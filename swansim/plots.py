@@ -1,73 +1,172 @@
-"""Figures from tidy frames. Matplotlib with the Agg backend: no display needed."""
+"""Every figure, drawn from tidy frames. Matplotlib (Agg backend) is imported on first use, so
+commands that draw nothing never pay for it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import pandas as pd
 
 
-def timeline(df: pd.DataFrame, path: Path, title: str = "") -> Path:
-    """Power, temperatures and frequencies against time, from a `TimelineProbe` frame."""
-    fig, axes = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
-    t = df["time_s"]
-    axes[0].plot(t, df["power_w"], lw=1)
-    axes[0].set_ylabel("power (W)")
-    for col in (c for c in df.columns if c.startswith("temp_")):
-        axes[1].plot(t, df[col], lw=1, label=col[5:-2])
-    axes[1].set_ylabel("temperature (C)")
-    axes[1].legend(fontsize=7, ncol=3)
-    for col in (c for c in df.columns if c.startswith("freq_")):
-        axes[2].step(t, df[col], lw=1, where="post", label=col[5:-4])
-    axes[2].set_ylabel("frequency (MHz)")
-    axes[2].set_xlabel("time (s)")
-    axes[2].legend(fontsize=7)
-    if title:
-        fig.suptitle(title)
-    return _save(fig, path)
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, path: Path, dpi: int = 110) -> Path:
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # no timestamp in the file: the same data give the same bytes
+    fig.savefig(path, dpi=dpi, metadata={"Software": None} if path.suffix == ".png" else None)
+    _plt().close(fig)
+    return path
+
+
+# -- landscapes ---------------------------------------------------------------------------------
 
 
 def landscape_bars(frames: dict[str, pd.DataFrame], path: Path, paper: pd.DataFrame | None = None,
                    title: str = "") -> Path:
-    """Latency, energy and power per execution choice, each normalised to the worst choice.
+    """Latency, energy and power per execution choice, each normalised to the worst plotted choice.
 
     ``frames``: model -> landscape frame. ``paper``: optional tidy frame (model, metric, choice,
-    value) of published normalised figures, drawn as black ticks over the bars.
+    value) of published figures normalised to the paper's worst plotted choice; drawn as black
+    ticks over the bars, on the bars' scale (so a tick sits where the paper's ratio puts it
+    relative to our bar of the same reference choice). Choice labels are strings ("0123").
     """
+    plt = _plt()
     metrics = ("latency_s", "energy_j", "power_w")
     fig, axes = plt.subplots(len(frames), 1, figsize=(10, 3.2 * len(frames)), squeeze=False)
     for ax, (model, df) in zip(axes[:, 0], frames.items()):
         df = df[df["kind"] != "default"].reset_index(drop=True)
+        labels = df["choice"].astype(str)
         width = 0.8 / len(metrics)
         for i, m in enumerate(metrics):
             x = [j + (i - 1) * width for j in range(len(df))]
-            ax.bar(x, df[m] / df[m].max(), width, label=m.rsplit("_", 1)[0])
-            if paper is not None:
-                ref = paper[(paper["model"] == model) & (paper["metric"] == m.rsplit("_", 1)[0])]
-                for _, r in ref.iterrows():
-                    hit = df.index[df["choice"] == str(r["choice"])]
-                    if len(hit):
-                        # the paper normalises to its worst plotted choice: rescale ours alike
-                        plotted = df[df["choice"].isin(ref["choice"].astype(str))][m]
-                        ax.plot(hit[0] + (i - 1) * width, r["value"] * plotted.max() / df[m].max(), "k_",
-                                ms=12, mew=2)
+            top = df[m].max()
+            ax.bar(x, df[m] / top, width, label=m.rsplit("_", 1)[0])
+            if paper is None:
+                continue
+            ref = paper[(paper["model"] == model) & (paper["metric"] == m.rsplit("_", 1)[0])]
+            if not len(ref):
+                continue
+            # the paper normalises to its worst plotted choice: scale its ratios by our value there
+            worst = str(ref.loc[ref["value"].idxmax(), "choice"])
+            if worst not in set(labels):
+                continue
+            ours_worst = float(df.loc[labels == worst, m].iloc[0]) / top
+            for _, r in ref.iterrows():
+                hit = df.index[labels == str(r["choice"])]
+                if len(hit):
+                    ax.plot(hit[0] + (i - 1) * width, r["value"] * ours_worst, "k_", ms=12, mew=2)
         ax.set_xticks(range(len(df)))
-        ax.set_xticklabels(df["choice"], rotation=0, fontsize=8)
-        ax.set_ylabel(f"{model}\n(normalised)")
+        ax.set_xticklabels(labels, rotation=0, fontsize=8)
+        ax.set_ylabel(f"{model}\n(/ worst choice)")
         ax.legend(fontsize=7, ncol=3)
-    axes[-1, 0].set_xlabel("execution choice (cpu ids); black ticks: Swan paper Fig. 2")
+    axes[-1, 0].set_xlabel("execution choice (cpu ids); bars: each metric / its largest value; "
+                           "black ticks: Swan paper Fig. 2")
     if title:
         fig.suptitle(title)
     return _save(fig, path)
 
 
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def read_paper_fig2(path: Path) -> pd.DataFrame:
+    """The paper's Fig. 2 transcription with choices as strings ("0123" stays "0123")."""
+    return pd.read_csv(path, comment="#", dtype={"choice": str})
+
+
+# -- thermal ------------------------------------------------------------------------------------
+
+
+def thermal_run(df: pd.DataFrame, path: Path, title: str, sensor: str) -> Path:
+    """Temperatures, frequency caps (solid) and frequencies (dashed), throughput against time."""
+    plt = _plt()
+    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    t = df["time_s"] / 60.0
+    for node in dict.fromkeys((sensor, "soc", "board", "battery", "skin")):
+        col = f"temp_{node}_c"
+        if col in df:
+            axes[0].plot(t, df[col], lw=1, label=node)
+    axes[0].axhline(35.0, color="grey", ls=":", lw=0.8, label="35 C (Swan's battery limit)")
+    axes[0].set_ylabel("temperature (C)")
+    axes[0].legend(fontsize=7, ncol=3)
+    for col in (c for c in df.columns if c.startswith("cap_")):
+        name = col[4:-4]
+        line, = axes[1].step(t, df[col], where="post", lw=1, label=f"{name} cap")
+        axes[1].step(t, df[f"freq_{name}_mhz"], where="post", lw=0.8, ls="--", color=line.get_color(),
+                     label=f"{name} frequency")
+    axes[1].set_ylabel("MHz")
+    axes[1].legend(fontsize=7, ncol=2)
+    axes[2].plot(t, df["gflops"], lw=1)
+    axes[2].set_ylabel("throughput (GFLOP/s)")
+    axes[2].set_xlabel("time (min)")
+    axes[2].set_ylim(0, max(float(df["gflops"].max()), 1e-9) * 1.1)
+    fig.suptitle(title)
+    return _save(fig, path, dpi=100)
+
+
+def thermal_summary(timelines: dict[tuple[str, str], pd.DataFrame], loads: Sequence[str], path: Path) -> Path:
+    """Throughput relative to the first 10 s, every device, one panel per load."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(loads), figsize=(11, 4), sharey=True, squeeze=False)
+    for ax, load in zip(axes[0], loads):
+        for (name, ld), df in timelines.items():
+            if ld != load:
+                continue
+            start = df.loc[df["time_s"] <= 10.0, "gflops"].mean()
+            ax.plot(df["time_s"] / 60.0, df["gflops"] / start, lw=1, label=name)
+        ax.set_title(f"dense FP32 on the {load} cores")
+        ax.set_xlabel("time (min)")
+        ax.legend(fontsize=7)
+    axes[0, 0].set_ylabel("throughput / first 10 s")
+    return _save(fig, path, dpi=100)
+
+
+# -- user experience ----------------------------------------------------------------------------
+
+
+def ux_drops(drops: pd.DataFrame, path: Path) -> Path:
+    """Mean Work-like drop per phone and background, its range over the seeds as an error bar,
+    the paper's Fig. 3 drops as black lines."""
+    plt = _plt()
+    df = drops[drops["placement"] != "none"].copy()
+    df["run"] = df["model"] + " " + df["placement"]
+    runs = list(dict.fromkeys(df["run"]))
+    devices = list(dict.fromkeys(df["device"]))
+    width = 0.8 / max(len(runs), 1)
+    fig, ax = plt.subplots(figsize=(max(5.0, 2.2 + 1.6 * len(devices)), 4))
+    for j, run in enumerate(runs):
+        sub = df[df["run"] == run].set_index("device").reindex(devices)
+        xs = [i + (j - (len(runs) - 1) / 2) * width for i in range(len(devices))]
+        err = [sub["drop_pct"] - sub["drop_min_pct"], sub["drop_max_pct"] - sub["drop_pct"]]
+        ax.bar(xs, sub["drop_pct"], width, label=run, yerr=err if (sub["seeds"] > 1).any() else None,
+               capsize=2)
+        for x, p in zip(xs, sub["paper_drop_pct"]):
+            if pd.notna(p):
+                ax.plot([x - width / 2, x + width / 2], [p, p], color="black", lw=2)
+    ax.plot([], [], color="black", lw=2, label="Swan paper Fig. 3")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_xticks(range(len(devices)), devices)
+    ax.set_ylabel("Work-like score drop (%)")
+    ax.set_title("Work-like score drop, training in the background")
+    ax.legend(fontsize=7)
+    return _save(fig, path, dpi=120)
+
+
+def ux_jank(janks: pd.DataFrame, path: Path) -> Path:
+    """Share of janky frames per phone, light app and background."""
+    plt = _plt()
+    df = janks.copy()
+    df["run"] = [("none" if p == "none" else f"{m} {p}") for m, p in zip(df["model"], df["placement"])]
+    df["x"] = df["device"] + "\n" + df["app"]
+    piv = df.pivot_table(index="x", columns="run", values="jank_pct", sort=False)
+    ax = piv.plot.bar(figsize=(max(5, 0.9 * len(piv)), 4), rot=0)
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_ylabel("janky frames (%)")
+    ax.set_xlabel("")
+    ax.set_title("Light apps: frames missing their deadline")
+    ax.legend(fontsize=7)
+    return _save(ax.figure, path, dpi=120)

@@ -1,59 +1,62 @@
-"""Probes attached from outside, and the tidy frames they produce."""
+"""Run manifests: what a run was, so that its results can be traced and reproduced.
+
+Results files hold only simulated figures (the same seed gives the same bytes); everything
+that differs between reruns - when, on which machine, how long - goes to the manifest.
+"""
 from __future__ import annotations
 
+import hashlib
 import json
 import platform as _py_platform
+import subprocess
 import time
 from dataclasses import asdict, is_dataclass
+from functools import lru_cache
 from pathlib import Path
-
-import pandas as pd
+from typing import Iterable
 
 from swansim import __version__
-from swansim.hw.platform import Platform
+
+_REPO = Path(__file__).resolve().parents[1]
 
 
-class TimelineProbe:
-    """Samples a platform: mean power over each sample period, temperatures and frequencies.
-
-    Mean power is the energy difference over the period, so the samples integrate to the
-    exact energy whatever the period. ``every_s = 0`` records every integrated interval.
-    """
-
-    def __init__(self, platform: Platform, every_s: float = 1.0):
-        self.platform, self.every_s = platform, every_s
-        self.rows: list[tuple] = []
-        self._last_t = platform.time_s
-        self._last_e = platform.total_energy_j
-        platform.probes.append(self)
-
-    def __call__(self, t0_s: float, t1_s: float, p: Platform) -> None:
-        if t1_s - self._last_t < self.every_s:
-            return
-        e = p.total_energy_j
-        power = (e - self._last_e) / (t1_s - self._last_t)
-        self.rows.append((t1_s, power, *p.thermal.temp_c.tolist(), *p.freq_mhz))
-        self._last_t, self._last_e = t1_s, e
-
-    def frame(self) -> pd.DataFrame:
-        p = self.platform
-        cols = (["time_s", "power_w"] + [f"temp_{n}_c" for n in p.thermal.nodes]
-                + [f"freq_{c.name}_mhz" for c in p.clusters])
-        return pd.DataFrame(self.rows, columns=cols)
+@lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The commit of the source tree this code runs from ("+dirty" if it has local changes),
+    None outside a git checkout."""
+    try:
+        rev = subprocess.run(["git", "-C", str(_REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+        if not rev:
+            return None
+        dirty = subprocess.run(["git", "-C", str(_REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
-def energy_frame(platform: Platform) -> pd.DataFrame:
-    """The energy account: one row per power component."""
-    return pd.DataFrame({"component": platform.component_names, "energy_j": platform.energy_j})
+def profile_checksums(root: Path | None = None) -> dict[str, str]:
+    """sha256 (first 16 hex digits) of every device profile and runtime profile, by relative path."""
+    from swansim.dnn.runtime import RUNTIME_DIR
+    from swansim.hw.profile import PROFILE_DIR
+
+    out = {}
+    for base in (Path(root or PROFILE_DIR), RUNTIME_DIR):
+        for p in sorted(base.rglob("*.toml")):
+            out[f"{base.name}/{p.relative_to(base)}"] = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+    return out
 
 
-def write_manifest(out_dir: Path, config, seed: int | None = None, **extra) -> Path:
-    """Every run writes what it was: config, seed, version, platform, wall time."""
+def write_manifest(out_dir: Path, config, seed: int | None, files: Iterable[str] = (), **extra) -> Path:
+    """``manifest.json`` in ``out_dir``: config, seed, files written, version, commit, profile
+    checksums, and (only here) the wall-clock facts of the run."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cfg = asdict(config) if is_dataclass(config) else config
-    doc = {"swansim_version": __version__, "config": cfg, "seed": seed,
-           "python": _py_platform.python_version(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **extra}
+    doc = {"swansim_version": __version__, "git_commit": git_commit(), "config": cfg, "seed": seed,
+           "files": sorted(set(files)), "profiles_sha256": profile_checksums(), **extra,
+           "python": _py_platform.python_version(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
     path = out_dir / "manifest.json"
     path.write_text(json.dumps(doc, indent=2, default=str))
     return path

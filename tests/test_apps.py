@@ -19,7 +19,7 @@ from swansim.cli import main as cli_main
 from swansim.device import Device, DeviceConfig
 from swansim.errors import InputError
 from swansim.kernel.sched import WakeupPlacement, place_for_throughput
-from swansim.scenarios import (DenseLoad, TrainingBackground, app_jank, reference_times,
+from swansim.runs.scenarios import (DenseLoad, TrainingBackground, app_jank, reference_times,
                                run_workbench)
 
 LIGHT_APPS = ("messaging", "browsing", "audio")
@@ -354,8 +354,8 @@ def test_cli_ux_seeds_give_a_row_each_and_a_mean_with_its_range(tmp_path: Path):
 
 
 def test_cli_ux_keeps_finished_runs_when_interrupted(tmp_path: Path, monkeypatch, capsys):
-    import swansim.cli.ux as ux_cli
-    real, calls = ux_cli.run_workbench, []
+    import swansim.runs.ux as ux_run
+    real, calls = ux_run.run_workbench, []
 
     def interrupted_on_the_second_run(*a, **kw):
         calls.append(1)
@@ -363,9 +363,9 @@ def test_cli_ux_keeps_finished_runs_when_interrupted(tmp_path: Path, monkeypatch
             raise KeyboardInterrupt
         return real(*a, **kw)
 
-    monkeypatch.setattr(ux_cli, "run_workbench", interrupted_on_the_second_run)
+    monkeypatch.setattr(ux_run, "run_workbench", interrupted_on_the_second_run)
     rc = cli_main(["ux", "--out", str(tmp_path), "--devices", "pixel3", "--models", "resnet34",
-                   "--light-s", "0", "--no-plots"])
+                   "--light-s", "0", "--no-plots", "--jobs", "1"])
     assert rc == 130 and "kept" in capsys.readouterr().err
     scores = pd.read_csv(tmp_path / "ux" / "work_scores.csv")
     assert list(scores["placement"]) == ["none"]

@@ -23,13 +23,14 @@ from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import RUNTIME_DIR, get_path, load_runtime
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
-from swansim.landscape import landscape_frame, measure, workload
+from swansim.dnn.tasks import build_task
+from swansim.runs.landscape import landscape_frame, measure
 
 CAT = Catalogue.load()
 PIXEL3 = CAT.device("pixel3").soc
 PYTORCH = load_runtime("pytorch")
-RESNET = workload("resnet34", None, None, None, "train")
-SHUFFLE = workload("shufflenet_v2_x2_0", None, None, None, "train")
+RESNET = build_task("resnet34")
+SHUFFLE = build_task("shufflenet_v2_x2_0")
 PAPER = ("0", "01", "012", "0123", "4", "45", "456", "4567")
 MIXED = tuple(c.label for c in enumerate_choices(PIXEL3) if c.kind == "mixed")
 

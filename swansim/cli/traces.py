@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import argparse
 
-from swansim.apps.synth import synth_to_dir
-from swansim.apps.traces import load_trace
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _synth(args) -> int:
+    from swansim.apps.synth import synth_to_dir
+
     trace = synth_to_dir(args.out, users=args.users, days=args.days, seed=args.seed)
     print(f"wrote {args.out}: {len(trace.users)} users x {trace.days:g} days")
     _summary(trace)
@@ -29,6 +29,8 @@ def _synth(args) -> int:
 
 
 def _show(args) -> int:
+    from swansim.apps.traces import load_trace
+
     _summary(load_trace(args.dir))
     return 0
 

@@ -35,6 +35,7 @@ import numpy as np
 from swansim.dnn.choices import Choice, enumerate_choices, parse_choice
 from swansim.dnn.cost import SocView, estimate, Plan
 from swansim.dnn.models import build_model
+from swansim.dnn.tasks import FIG2_TASKS, build_task
 from swansim.dnn.runtime import FitParam, Runtime, _replace_in_section, get_path, set_path, set_value, with_paths
 from swansim.hw.profile import Catalogue
 
@@ -43,17 +44,6 @@ FIG1_CSV = DATA_DIR / "swan_fig1.csv"
 FIG2_CSV = DATA_DIR / "swan_fig2.csv"
 NCNN_CSV = DATA_DIR / "ncnn_benchmark.csv"
 
-# The Swan workloads (paper section 6). Input sizes are assumptions, stated in DESIGN.md:
-#  ResNet-34 on Google Speech: 1x32x32 log-mel spectrograms (FedScale-style 32 mel bands x 32 frames).
-#  ShuffleNetV2-x2 on OpenImage: the paper gives no on-device resolution. 3x224x224 (torchvision's
-#  standard, FedScale's OpenImage crop) was preferred and tried first: there the per-group
-#  gradient passes of PyTorch 1.8's grouped convolution (bandwidth-bound, ~ H*W*C^2) dominate
-#  the batch and dilute every per-region cost, and four little threads stay faster than one
-#  even with wake-ups at their upper bound (see DESIGN.md, Workload). 3x112x112 is where the
-#  mechanisms give the paper's ordering; it also keeps the ~0.4 GB PyTorch 1.8 holds for
-#  backward (activations + im2col buffers) at batch 16 far from the ~1.6 GB at 224 on a 4 GB phone.
-SWAN_WORKLOADS = {"resnet34": ((1, 32, 32), 35), "shufflenet_v2_x2_0": ((3, 112, 112), 600)}
-SWAN_BATCH = 16
 SWAN_GOVERNOR = "schedutil"   # the Pixel 3's default cpufreq governor
 
 # ncnn benchmark model names -> zoo names (rows of other models are skipped: not in the zoo)
@@ -157,11 +147,11 @@ def fig1_efficiency(cat: Catalogue, rt: Runtime, fig1=None) -> tuple[dict[str, f
 class Fig2:
     """Fig. 2a/2b residuals of a pytorch runtime on the Pixel 3 (analytical path, schedutil)."""
 
-    def __init__(self, cat: Catalogue, workloads=SWAN_WORKLOADS, device: str = "pixel3",
-                 figures=None, governor: str | None = SWAN_GOVERNOR):
+    def __init__(self, cat: Catalogue, tasks=FIG2_TASKS, device: str = "pixel3",
+                 figures=None, governor: str | None = SWAN_GOVERNOR, input_shapes: dict | None = None):
         self.soc = cat.device(device).soc
         self.figures = figures or read_fig2()
-        self.models = {m: build_model(m, SWAN_BATCH, shape, k) for m, (shape, k) in workloads.items()
+        self.models = {m: build_task(m, input_shape=(input_shapes or {}).get(m)) for m in tasks
                        if m in self.figures}
         self.governor = governor
         every = enumerate_choices(self.soc, mixed=True)

@@ -65,7 +65,7 @@ class Choice:
         key = (self, soc.name, soc.path)
         got = _THREAD_CPUS.get(key)
         if got is None:
-            order = sorted(self.cpus, key=lambda c: (-_capacity(soc, c), c))
+            order = sorted(self.cpus, key=lambda c: (-soc.cluster_of(c).capacity, c))
             got = _THREAD_CPUS[key] = tuple(order[i % len(order)] for i in range(self.threads))
         return got
 
@@ -74,16 +74,6 @@ class Choice:
 
 
 _THREAD_CPUS: dict[tuple, tuple[int, ...]] = {}   # (choice, soc) -> placement; both immutable
-
-
-def _capacity(soc: SocSpec, cpu: int) -> float:
-    c = soc.cluster_of(cpu)
-    return c.capacity_dmips_mhz * c.fmax_mhz
-
-
-def _ranked_clusters(soc: SocSpec):
-    """Clusters from slowest to fastest (per-core capacity at top frequency)."""
-    return sorted(soc.clusters, key=lambda c: (c.capacity_dmips_mhz * c.fmax_mhz, c.cpus[0]))
 
 
 def _prefixes(cpus: Iterable[int]) -> list[tuple[int, ...]]:
@@ -99,7 +89,7 @@ def enumerate_choices(soc: SocSpec, mixed: bool = True) -> list[Choice]:
     ``mixed``: fastest full set plus one little core, all little plus one fastest-tier core,
     and all cores.
     """
-    ranked = _ranked_clusters(soc)
+    ranked = soc.ranked_clusters
     little = ranked[0]
     out: dict[tuple[int, ...], Choice] = {}
 
@@ -136,9 +126,12 @@ def cost_key(choice: Choice) -> tuple:
 
 def pytorch_default(soc: SocSpec) -> Choice:
     """PyTorch's default, Swan's baseline: as many threads as big cores, no affinity."""
-    ranked = _ranked_clusters(soc)
-    n_big = sum(len(c.cpus) for c in ranked[1:]) or len(ranked[0].cpus)
-    return Choice(tuple(range(soc.n_cpus)), n_big, "default", pinned=False)
+    return Choice(tuple(range(soc.n_cpus)), len(soc.big_cpus), "default", pinned=False)
+
+
+def little_one(soc: SocSpec) -> Choice:
+    """One thread pinned to the first little core: training that takes least from the owner."""
+    return Choice((soc.little.cpus[0],), 1, "little" if len(soc.clusters) > 1 else "big")
 
 
 def parse_choice(label: str, soc: SocSpec) -> Choice:
@@ -153,3 +146,25 @@ def parse_choice(label: str, soc: SocSpec) -> Choice:
         if known.cpus == tuple(sorted(cpus)):
             return known
     return Choice(cpus, len(cpus), "mixed" if len({soc.cluster_of(c).name for c in cpus}) > 1 else "big")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An execution choice per layer for forward and for backward (and the optimizer step)."""
+
+    fwd: tuple[Choice, ...]
+    bwd: tuple[Choice, ...]
+    update: Choice
+
+    @classmethod
+    def uniform(cls, choice: Choice, n_layers: int) -> "Plan":
+        return cls((choice,) * n_layers, (choice,) * n_layers, choice)
+
+    @property
+    def choices(self) -> frozenset[Choice]:
+        return frozenset((*self.fwd, *self.bwd, self.update))
+
+    @property
+    def label(self) -> str:
+        labels = {c.label for c in self.choices}
+        return labels.pop() if len(labels) == 1 else "per-layer"

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from swansim.dnn.choices import Choice
+from swansim.dnn.choices import Choice, Plan
 from swansim.dnn.graph import Layer, Model
 from swansim.dnn.runtime import OpParams, Runtime
 from swansim.errors import InputError
@@ -47,7 +47,6 @@ from swansim.hw.profile import SocSpec
 from swansim.kernel.cpufreq import (DOWN_RATE_LIMIT_S, PELT_HALF_LIFE_S, SCHEDUTIL_HEADROOM,
                                      UP_RATE_LIMIT_S)
 
-TRAIN_PHASES = ("fwd", "bwd_input", "bwd_weight")
 LINE_BYTES = 64
 GOVERNED_CHUNK_S = 0.016    # the schedutil fast-forward decides at least this often (half a PELT half-life)
 # Autograd of PyTorch's per-group loop, per group: SliceBackward allocates a zero-filled
@@ -383,28 +382,6 @@ def phase_regions(view: SocView, model: Model, i: int, phase: str, choice: Choic
     return layer_regions(view, model.layers[i], i, phase, choice, prod)
 
 
-# ---------------------------------------------------------------------------------------------
-# Plans: which choice each layer uses
-
-
-@dataclass(frozen=True)
-class Plan:
-    """An execution choice per layer for forward and for backward (and the optimizer step)."""
-
-    fwd: tuple[Choice, ...]
-    bwd: tuple[Choice, ...]
-    update: Choice
-
-    @classmethod
-    def uniform(cls, choice: Choice, n_layers: int) -> "Plan":
-        return cls((choice,) * n_layers, (choice,) * n_layers, choice)
-
-    @property
-    def label(self) -> str:
-        labels = {c.label for c in (*self.fwd, *self.bwd, self.update)}
-        return labels.pop() if len(labels) == 1 else "per-layer"
-
-
 def batch_regions(view: SocView, model: Model, plan: Plan, mode: str = "train") -> list[Region]:
     """Every region of one mini-batch in execution order."""
     out: list[Region] = []
@@ -723,5 +700,3 @@ def estimate_choice(soc: SocSpec, runtime: Runtime, model: Model, choice: Choice
     view = SocView.of(soc, runtime)
     return estimate(view, model, Plan.uniform(choice, len(model.layers)), mode, **kw)
 
-
-PlanFn = Callable[[int], "Plan | Choice"]

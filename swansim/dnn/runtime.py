@@ -131,10 +131,6 @@ class Runtime:
         """How long (core cycles) a waiting thread of family ``fam`` spins before it sleeps."""
         return self.spin_iterations * self.family[fam].spin_iteration_cycles
 
-    def supports(self, phase: str) -> bool:
-        return all(phase in op.split for name, op in self.ops.items() if name != "optimizer") \
-            if phase != "update" else "update" in self.ops["optimizer"].split
-
 
 # ---------------------------------------------------------------------------------------------
 # Dotted paths: how the calibration names a field ("dispatch_instructions", "fork_instructions[1]",

@@ -61,6 +61,13 @@ class ClusterSpec:
     def fmin_mhz(self) -> float:
         return self.opp_freq_mhz[0]
 
+    @property
+    def capacity(self) -> float:
+        """What the kernel believes one core can do at its top clock (arch_topology's
+        capacity_orig before normalisation): the device tree's capacity-dmips-mhz x f_max.
+        Placement, the core classes (little/big/prime) and the choice order all rank by it."""
+        return self.capacity_dmips_mhz * self.fmax_mhz
+
     def voltage_v(self, freq_mhz: float) -> float:
         """Voltage of the lowest OPP at or above ``freq_mhz`` (the OPP the domain runs at)."""
         for f, v in zip(self.opp_freq_mhz, self.opp_voltage_mv):
@@ -126,6 +133,32 @@ class SocSpec:
             if cpu in c.cpus:
                 return c
         raise KeyError(cpu)
+
+    # -- core classes: the one definition every path uses ------------------------------------
+
+    @property
+    def ranked_clusters(self) -> tuple[ClusterSpec, ...]:
+        """Clusters from the lowest to the highest per-core capacity (ties: lower cpu ids first)."""
+        return tuple(sorted(self.clusters, key=lambda c: (c.capacity, c.cpus[0])))
+
+    @property
+    def little(self) -> ClusterSpec:
+        """The lowest-capacity cluster (where Android's background cpuset usually sits)."""
+        return self.ranked_clusters[0]
+
+    @property
+    def big_cpus(self) -> tuple[int, ...]:
+        """Every cpu outside the little cluster (all cpus on a single-cluster SoC): the
+        paper's "big cores", whose count is PyTorch's default thread count."""
+        ranked = self.ranked_clusters
+        rest = ranked[1:] or ranked
+        return tuple(sorted(cpu for c in rest for cpu in c.cpus))
+
+    @property
+    def prime(self) -> ClusterSpec | None:
+        """The top-capacity cluster on SoCs with three or more clusters, else None."""
+        ranked = self.ranked_clusters
+        return ranked[-1] if len(ranked) >= 3 else None
 
 
 @dataclass(frozen=True)
@@ -508,8 +541,7 @@ class Catalogue:
 
 def _generic_cpusets(soc: SocSpec) -> dict[str, tuple[int, ...]]:
     # Android's usual split: background work on the lowest-capacity cluster, apps anywhere.
-    little = min(soc.clusters, key=lambda c: c.capacity_dmips_mhz)
-    return {"top_app": tuple(range(soc.n_cpus)), "foreground": tuple(range(soc.n_cpus)), "background": little.cpus}
+    return {"top_app": tuple(range(soc.n_cpus)), "foreground": tuple(range(soc.n_cpus)), "background": soc.little.cpus}
 
 
 def validate_paths(paths: list[Path], root: Path = PROFILE_DIR) -> list[str]:

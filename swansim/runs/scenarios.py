@@ -20,25 +20,14 @@ from swansim.apps.appmodels import App, AppTable, load_app_table
 from swansim.apps.ux import UxRecorder, jank_summary
 from swansim.apps.workbench import WorkBench, script, score, task_times
 from swansim.device import Device, DeviceConfig
-from swansim.dnn.choices import Choice, pytorch_default
-from swansim.dnn.models import build_model
+from swansim.dnn.choices import little_one, pytorch_default
 from swansim.dnn.runtime import load_runtime
+from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
 
 Background = Callable[[Device], object]
 
 
-# The Swan paper's training workloads (batch 16). Input shapes are stated assumptions.
-PAPER_WORKLOADS = {
-    # Google Speech keyword spotting, 35 classes; a 1x32x32 spectrogram is an assumption
-    # (the reference notes say "1x32x32-ish").
-    "resnet34": {"num_classes": 35, "input_shape": (1, 32, 32)},
-    # OpenImage, 600 classes; 3x112x112 crops as the pytorch runtime profile's calibration
-    # (swansim/dnn/runtimes/pytorch.toml) assumes for ShuffleNetV2-x2; MobileNetV2 the same.
-    "shufflenet_v2_x2_0": {"num_classes": 600, "input_shape": (3, 112, 112)},
-    "mobilenet_v2": {"num_classes": 600, "input_shape": (3, 112, 112)},
-}
-BATCH = 16
 # Swan paper Fig. 3: PCMark Work 3.0 score drop (%) with pytorch-default training in the
 # background. Nothing in the simulator is tuned to these: they validate the Work-like score.
 PAPER_FIG3_DROP_PCT = {
@@ -46,6 +35,9 @@ PAPER_FIG3_DROP_PCT = {
     ("galaxy-s10e", "resnet34"): 7.0, ("galaxy-s10e", "shufflenet_v2_x2_0"): 15.5,
 }
 PLACEMENTS = ("pytorch-default", "little1")
+# Training alone before the owner's benchmark or app starts: long enough for the job's
+# cores to reach their steady clocks and the L3 to hold the training's stream (30 s).
+WARMUP_S = 30.0
 
 
 @dataclass
@@ -68,13 +60,8 @@ class TrainingBackground:
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
         soc = dev.spec.soc
-        if self.placement == "pytorch-default":
-            choice = pytorch_default(soc)
-        else:
-            little = min(soc.clusters, key=lambda c: c.capacity_dmips_mhz)
-            choice = Choice((little.cpus[0],), 1, "little")
-        kw = PAPER_WORKLOADS.get(self.model, {})
-        model = build_model(self.model, batch=BATCH, **kw)
+        choice = pytorch_default(soc) if self.placement == "pytorch-default" else little_one(soc)
+        model = build_task(self.model)
         cpus = dev.spec.cpusets.get(self.cpuset, tuple(range(soc.n_cpus)))
         return TrainingJob(dev.env, dev.sched, soc, model, load_runtime(self.runtime), choice,
                            nice=self.nice, cpuset=cpus, name="train", record_layers=False)
@@ -129,7 +116,7 @@ class WorkRun:
     end_s: float
 
 
-def run_workbench(config: DeviceConfig, background: Background | None = None, warmup_s: float = 10.0,
+def run_workbench(config: DeviceConfig, background: Background | None = None, warmup_s: float = WARMUP_S,
                   passes: int = 1, seed: int = 0, table: AppTable | None = None,
                   reference: pd.Series | None = None, placement: str = "wakeup") -> WorkRun:
     """The Work-like benchmark on a fresh device, after ``warmup_s`` of background load alone."""
@@ -159,7 +146,7 @@ def reference_times(device: str = "pixel3", passes: int = 1, seed: int = 0, plac
     return pd.Series(dict(_reference(device, passes, seed, placement)), name="time_s")
 
 
-def work_score(config: DeviceConfig, background: Background | None = None, warmup_s: float = 10.0,
+def work_score(config: DeviceConfig, background: Background | None = None, warmup_s: float = WARMUP_S,
                passes: int = 1, seed: int = 0, reference: str | None = "pixel3",
                placement: str = "wakeup") -> tuple[float, pd.DataFrame]:
     """Work-like score of a phone, with an optional background load, and its per-task frame.
@@ -177,7 +164,7 @@ def work_score(config: DeviceConfig, background: Background | None = None, warmu
 
 
 def app_jank(config: DeviceConfig, category: str, background: Background | None = None,
-             duration_s: float = 60.0, warmup_s: float = 10.0, placement: str = "wakeup",
+             duration_s: float = 60.0, warmup_s: float = WARMUP_S, placement: str = "wakeup",
              table: AppTable | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One app of ``category`` in the foreground for ``duration_s`` (after ``warmup_s`` of
     background alone); returns its frames and its jank summary (one row)."""

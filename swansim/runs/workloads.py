@@ -35,11 +35,3 @@ class SustainedGemm:
         running = sum(self.chunk - t.remaining for t in self.threads if t.done is not None)
         return self.finished["flops"] + running
 
-
-def sustained_gemm(dev: "Device", cpus: list[int], duration_s: float, flops_per_chunk: float = 1e9):
-    """Threads pinned to ``cpus`` doing dense FP32 work back to back for ``duration_s``.
-
-    Returns the processes and a dict whose "flops" counts finished chunks as they finish.
-    """
-    load = SustainedGemm(dev, cpus, duration_s, flops_per_chunk)
-    return load.procs, load.finished

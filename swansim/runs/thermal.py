@@ -1,0 +1,216 @@
+"""Sustained dense load per phone: DVFS and thermal throttling over time.
+
+For every device asked (default: every profile but the generic chassis) two runs: dense FP32
+on the big cores (`SocSpec.big_cpus`), then on the little cores; each run samples throughput,
+power, temperatures, frequencies and caps. `run_thermal` runs them over a process pool and
+writes per run a timeline CSV (and PNG) and a summary table: time to first throttle,
+sustained throughput over the last 10 minutes (or the second half of a shorter run), peak
+sensor, skin and battery temperatures.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from swansim.device import Device, DeviceConfig
+from swansim.errors import InputError
+from swansim.hw.profile import Catalogue, DeviceSpec
+from swansim.results import write_manifest
+from swansim.runs.pool import run_all
+from swansim.runs.workloads import SustainedGemm
+
+LOADS = ("big", "little")
+# One chunk ~0.1-0.5 s of a core: few events, and throughput is read exactly anyway.
+CHUNK_FLOPS = 5e9
+
+
+def phone_names(cat: Catalogue) -> list[str]:
+    """Every device profile except the generic chassis."""
+    return [n for n in cat.devices if n != "generic-phone"]
+
+
+def load_cpus(spec: DeviceSpec, load: str) -> list[int]:
+    """big: `SocSpec.big_cpus`; little: the little cluster."""
+    return list(spec.soc.little.cpus if load == "little" else spec.soc.big_cpus)
+
+
+class Sampler:
+    """A process sampling a device every ``every_s``: throughput, power, temperatures, freqs, caps."""
+
+    def __init__(self, dev: Device, load: SustainedGemm, every_s: float):
+        self.dev, self.load, self.every_s = dev, load, every_s
+        self.rows: list[dict] = []
+        self._last = (dev.env.now, 0.0, dev.platform.total_energy_j)
+        dev.env.process(self._run())
+
+    def _run(self):
+        while True:
+            yield self.dev.env.timeout(self.every_s)
+            self.sample()
+
+    def sample(self) -> None:
+        d = self.dev
+        d.sched.sync()
+        t, flops, e = d.env.now, self.load.flops_done(), d.platform.total_energy_j
+        t0, f0, e0 = self._last
+        if t <= t0:
+            return
+        row = {"time_s": t, "gflops": (flops - f0) / (t - t0) / 1e9, "power_w": (e - e0) / (t - t0)}
+        for n in d.platform.thermal.nodes:
+            row[f"temp_{n}_c"] = d.platform.temp_c(n)
+        for p in d.cpufreq:
+            row[f"freq_{p.name}_mhz"] = p.cur_mhz
+            row[f"cap_{p.name}_mhz"] = p.cap_mhz
+        row["status"] = d.thermal_status.name
+        if d.battery is not None:
+            row["soc_pct"] = d.battery.soc_pct
+        self.rows.append(row)
+        self._last = (t, flops, e)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+
+def run_one(name: str, load: str, duration_s: float, sample_s: float = 1.0, catalogue: Catalogue | None = None,
+            **config) -> tuple[pd.DataFrame, dict]:
+    """One sustained-load run; returns its timeline and its summary row."""
+    dev = Device(DeviceConfig(device=name, **config), catalogue=catalogue)
+    cpus = load_cpus(dev.spec, load)
+    work = SustainedGemm(dev, cpus, duration_s, CHUNK_FLOPS)
+    sampler = Sampler(dev, work, sample_s)
+    dev.run(duration_s)
+    df = sampler.frame()
+    return df, summarise(dev, df, load, cpus, duration_s)
+
+
+def sustained_window_s(duration_s: float) -> float:
+    """The tail a run's sustained figures average over: the last 10 minutes, or the second
+    half of a shorter run (so a short run does not report its unthrottled start as sustained)."""
+    return min(600.0, duration_s / 2.0)
+
+
+def summarise(dev: Device, df: pd.DataFrame, load: str, cpus: list[int], duration_s: float) -> dict:
+    last = df[df["time_s"] > duration_s - sustained_window_s(duration_s)]
+    first = df[df["time_s"] <= min(10.0, duration_s)]
+    sensor = dev.spec.thermal.sensor_node
+    row = {
+        "device": dev.spec.name, "load": load, "cpus": " ".join(map(str, cpus)),
+        "thermal_governor": dev.thermal.name,
+        "first_throttle_s": first_throttle_s(dev, cpus),
+        "initial_gflops": float(first["gflops"].mean()),
+        "sustained_window_s": sustained_window_s(duration_s),
+        "sustained_gflops": float(last["gflops"].mean()),
+        "sustained_power_w": float(last["power_w"].mean()),
+        "peak_sensor_c": float(df[f"temp_{sensor}_c"].max()),
+        "peak_skin_c": float(df["temp_skin_c"].max()),
+        "peak_battery_c": float(df["temp_battery_c"].max()) if dev.battery is not None else None,
+        "battery_over_35c_s": _first_time(df, "temp_battery_c", 35.0) if dev.battery is not None else None,
+        "final_status": dev.thermal_status.name,
+    }
+    row["sustained_fraction"] = row["sustained_gflops"] / row["initial_gflops"] if row["initial_gflops"] else float("nan")
+    return row
+
+
+def first_throttle_s(dev: Device, cpus: list[int]) -> float | None:
+    """When a cap first fell below f_max on a domain that runs the load (idle domains' caps don't count)."""
+    loaded = {p.name: p.fmax_mhz for p in dev.cpufreq if set(p.cpus) & set(cpus)}
+    times = [c.time_s for c in dev.thermal.cap_log if c.domain in loaded and c.new_mhz < loaded[c.domain]]
+    return min(times) if times else None
+
+
+def _first_time(df: pd.DataFrame, col: str, above: float) -> float | None:
+    if col not in df:
+        return None
+    hot = df[df[col] > above]
+    return float(hot["time_s"].iloc[0]) if len(hot) else None
+
+
+def _one(name: str, load: str, duration_s: float, sample_s: float, config: dict):
+    """A pool worker: one run, its timeline keyed by device and load."""
+    df, summary = run_one(name, load, duration_s, sample_s, **config)
+    df.insert(0, "load", load)
+    df.insert(0, "device", name)
+    return df, summary
+
+
+def check_devices(names: list[str] | None, cat: Catalogue) -> list[str]:
+    """The devices asked for (None: every profile but the generic chassis); unknown names fail."""
+    if names is None:
+        return phone_names(cat)
+    if not names:
+        raise InputError("--devices", "devices", "no device named")
+    for n in names:
+        cat.device(n)
+    return names
+
+
+def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: float = 30.0, sample_s: float = 1.0,
+                governor: str = "schedutil", thermal_governor: str | None = None, plots: bool = True,
+                jobs: int | None = None, progress: bool = True) -> pd.DataFrame:
+    """Every device x load over a process pool; writes timelines, summary and plots under
+    ``out``; returns the summary table."""
+    if not (minutes > 0 and minutes < float("inf")):
+        raise InputError("--minutes", "minutes", f"must be a positive number, got {minutes}")
+    if not (sample_s > 0 and sample_s <= minutes * 60.0):
+        raise InputError("--sample-s", "sample_s", f"must be positive and at most the run, got {sample_s}")
+    cat = Catalogue.load()
+    names = check_devices(devices, cat)
+    config = {"governor": governor, "thermal_governor": thermal_governor}
+    Device(DeviceConfig(device=names[0], **config), catalogue=cat)   # bad governors fail before the runs
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    duration_s = minutes * 60.0
+    runs = [(n, load) for n in names for load in LOADS]
+    written: list[str] = []
+
+    def keep(i: int, result) -> None:
+        df, _ = result
+        name, load = runs[i]
+        path = out / f"timeline-{name}-{load}.csv"
+        df.to_csv(path, index=False)
+        written.append(path.name)
+
+    results = run_all(_one, [(n, load, duration_s, sample_s, config) for n, load in runs], jobs,
+                      desc="thermal runs", on_result=keep, progress=progress,
+                      labels=[f"{n} {load}" for n, load in runs])
+    table = pd.DataFrame([s for _, s in results])
+    table.to_csv(out / "summary.csv", index=False)
+    written.append("summary.csv")
+    if plots:
+        from swansim import plots as P
+        timelines = {}
+        for (name, load), (df, summary) in zip(runs, results):
+            spec = cat.device(name)
+            P.thermal_run(df, out / f"timeline-{name}-{load}.png",
+                          f"{spec.title}: dense FP32 on the {load} cores ({summary['cpus']})",
+                          sensor_for(spec, load))
+            written.append(f"timeline-{name}-{load}.png")
+            timelines[(name, load)] = df
+        P.thermal_summary(timelines, LOADS, out / "summary.png")
+        written.append("summary.png")
+    write_manifest(out, {"devices": names, "loads": list(LOADS), "duration_s": duration_s,
+                         "sample_s": sample_s, **config}, seed=0, files=written)
+    return table
+
+
+def sensor_for(spec: DeviceSpec, load: str) -> str:
+    """The thermal node of the cluster a load runs on (the big load: the zone's sensor)."""
+    if load == "little" and spec.soc.little.name in spec.rc.capacity_j_per_k:
+        return spec.soc.little.name
+    return spec.thermal.sensor_node
+
+
+def format_summary(table: pd.DataFrame) -> str:
+    window = table["sustained_window_s"].iloc[0] / 60.0 if len(table) else 10.0
+    head = (f"{'device':<14} {'load':<6} {'throttle s':>10} {'GFLOP/s 0-10s':>13} {f'last {window:g} min':>11} "
+            f"{'frac':>5} {'W':>5} {'sensor C':>8} {'skin C':>6} {'batt C':>6} {'batt>35C s':>10}")
+    lines = [head]
+    for r in table.itertuples():
+        thr = "never" if pd.isna(r.first_throttle_s) else f"{r.first_throttle_s:.1f}"
+        batt = "-" if pd.isna(r.peak_battery_c) else f"{r.peak_battery_c:.1f}"
+        b35 = "-" if pd.isna(r.battery_over_35c_s) else f"{r.battery_over_35c_s:.0f}"
+        lines.append(f"{r.device:<14} {r.load:<6} {thr:>10} {r.initial_gflops:>13.1f} {r.sustained_gflops:>11.1f} "
+                     f"{r.sustained_fraction:>5.2f} {r.sustained_power_w:>5.2f} {r.peak_sensor_c:>8.1f} "
+                     f"{r.peak_skin_c:>6.1f} {batt:>6} {b35:>10}")
+    return "\n".join(lines)

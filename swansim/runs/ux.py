@@ -1,0 +1,214 @@
+"""The owner's experience with DNN training in the background (after Swan's Fig. 3).
+
+Per phone: the Work-like score (`swansim.apps.workbench`) with no training, with the paper's
+baseline (pytorch-default: threads = big cores, no affinity) training each model, and with
+training confined to one little core; the score drop in percent; and the jank of light apps
+(messaging, browsing, audio) alone and with each kind of training. Scores are relative to
+the Pixel 3 without training (= 1000), so they compare across phones; drops are relative to
+the same phone without training.
+
+The benchmark's script is drawn from the seed, and one run's drop moves by a few points from
+seed to seed; ``seeds=N`` runs seeds ``seed .. seed+N-1`` and reports each drop's mean and
+range. Runs are independent and go over a process pool.
+
+Writes under ``out``: ``work_scores.csv`` (one row per phone, background and seed, with the
+paper's Fig. 3 drop where it has one), ``work_drops.csv`` (per phone and background: mean, min
+and max drop over the seeds), ``work_tasks.csv`` (per-task times and slowdowns),
+``light_jank.csv`` and ``work_drop.png`` / ``light_jank.png``, plus ``manifest.json``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from swansim.apps.ux import slowdown
+from swansim.apps.workbench import score_drop_pct
+from swansim.device import DeviceConfig
+from swansim.dnn.tasks import SWAN_TASKS
+from swansim.errors import InputError
+from swansim.hw.profile import Catalogue
+from swansim.kernel.sched import PLACEMENTS
+from swansim.results import write_manifest
+from swansim.runs.pool import run_all
+from swansim.runs.scenarios import (PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, app_jank,
+                                    reference_times, run_workbench)
+
+DEFAULT_DEVICES = ("pixel3", "galaxy-s10e")
+DEFAULT_MODELS = ("resnet34", "shufflenet_v2_x2_0", "mobilenet_v2")
+LIGHT_APPS = ("messaging", "browsing", "audio")
+REFERENCE_DEVICE = "pixel3"
+
+
+@dataclass(frozen=True)
+class UxConfig:
+    """What `run_ux` runs: phones x backgrounds x seeds, and the light apps."""
+
+    devices: tuple[str, ...] = DEFAULT_DEVICES
+    models: tuple[str, ...] = DEFAULT_MODELS
+    passes: int = 1
+    warmup_s: float = WARMUP_S
+    light_s: float = 60.0
+    placement: str = "wakeup"
+    seed: int = 0
+    seeds: int = 1
+
+    def check(self, cat: Catalogue) -> None:
+        """Every field, before any work: one InputError naming the first bad one."""
+        if not self.devices:
+            raise InputError("--devices", "devices", "no device named")
+        for n in self.devices:
+            cat.device(n)  # unknown names fail early, naming the known ones
+        if not self.models:
+            raise InputError("--models", "models", "no model named")
+        for m in self.models:
+            if m not in SWAN_TASKS:
+                raise InputError("--models", "models", f"unknown model {m!r} (expected some of {', '.join(SWAN_TASKS)})")
+        for name, value, lo, hi in (("passes", self.passes, 1, 20), ("seeds", self.seeds, 1, 1000)):
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise InputError(f"--{name}", name, f"must be an integer in {lo}..{hi}, got {value!r}")
+        for name, value, lo in (("warmup-s", self.warmup_s, 0.0), ("light-s", self.light_s, 0.0)):
+            if not (lo <= value <= 3600.0):
+                raise InputError(f"--{name}", name.replace("-", "_"), f"must be in {lo:g}..3600 s, got {value!r}")
+        if self.placement not in PLACEMENTS:
+            raise InputError("--placement", "placement", f"{self.placement!r} is not one of {', '.join(PLACEMENTS)}")
+
+
+def phones_and_tablets(cat: Catalogue) -> tuple[str, ...]:
+    """Every phone and tablet profile (the generic chassis and boards excepted)."""
+    return tuple(n for n, d in cat.devices.items() if n != "generic-phone" and d.kind in ("phone", "tablet"))
+
+
+def backgrounds(models: Sequence[str]) -> list[tuple[str, str, TrainingBackground | None]]:
+    """(model, placement, background) per run: none, the baseline per model, one little core."""
+    runs: list[tuple[str, str, TrainingBackground | None]] = [("-", "none", None)]
+    runs += [(m, "pytorch-default", TrainingBackground(m, "pytorch-default")) for m in models]
+    runs.append((models[0], "little1", TrainingBackground(models[0], "little1")))
+    return runs
+
+
+def _reference(passes: int, seed: int, placement: str) -> pd.Series:
+    return reference_times(REFERENCE_DEVICE, passes, seed, placement)
+
+
+def _bench(cfg: UxConfig, seed: int, device: str, bg: TrainingBackground | None, ref: pd.Series):
+    """A pool worker: one benchmark run; (score, tasks, jank %, simulated s)."""
+    r = run_workbench(DeviceConfig(device=device, seed=seed), bg, cfg.warmup_s, cfg.passes, seed,
+                      reference=ref, placement=cfg.placement)
+    jank = 100.0 * float(r.frames["janky"].mean()) if len(r.frames) else float("nan")
+    return r.score, r.tasks, jank, r.end_s
+
+
+def _light(cfg: UxConfig, device: str, category: str, bg: TrainingBackground | None) -> pd.DataFrame:
+    """A pool worker: one light app's jank summary."""
+    _, summary = app_jank(DeviceConfig(device=device, seed=cfg.seed), category, bg, cfg.light_s,
+                          cfg.warmup_s, cfg.placement)
+    return summary
+
+
+def run_ux(cfg: UxConfig, out: Path | str, plots: bool = True, jobs: int | None = None,
+           progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every run of ``cfg`` over a process pool; writes tables (after every finished run, so an
+    interrupted sweep keeps them), plots and a manifest under ``out``; (drops, janks)."""
+    cat = Catalogue.load()
+    cfg.check(cat)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
+    refs = dict(zip(seeds, run_all(_reference, [(cfg.passes, s, cfg.placement) for s in seeds], jobs,
+                                   desc="reference runs", progress=progress)))
+    plan = [(seed, d, *b) for seed in seeds for d in cfg.devices for b in backgrounds(cfg.models)]
+    light = ([(d, cat_, *b) for d in cfg.devices for b in backgrounds(cfg.models[:1]) for cat_ in LIGHT_APPS]
+             if cfg.light_s > 0 else [])
+    bench: dict[int, tuple] = {}
+    janks: dict[int, pd.DataFrame] = {}
+
+    def save() -> tuple[pd.DataFrame, pd.DataFrame]:
+        return save_progress(out, plan, bench, light, janks)
+
+    run_all(_bench, [(cfg, seed, d, bg, refs[seed]) for seed, d, _, _, bg in plan], jobs, desc="benchmark runs",
+            on_result=lambda i, r: (bench.__setitem__(i, r), save()), progress=progress,
+            labels=[f"{d} {m} {p} seed {s}" for s, d, m, p, _ in plan])
+    run_all(_light, [(cfg, d, c, bg) for d, c, _, _, bg in light], jobs, desc="light apps",
+            on_result=lambda i, r: (janks.__setitem__(i, r), save()), progress=progress,
+            labels=[f"{d} {c} {p}" for d, c, _, p, _ in light])
+    scores, jank_table = save()
+    drops = drop_summary(scores)
+    drops.to_csv(out / "work_drops.csv", index=False)
+    files = ["work_scores.csv", "work_tasks.csv", "work_drops.csv"] + (["light_jank.csv"] if len(jank_table) else [])
+    if plots:
+        from swansim import plots as P
+        P.ux_drops(drops, out / "work_drop.png")
+        files.append("work_drop.png")
+        if len(jank_table):
+            P.ux_jank(jank_table, out / "light_jank.png")
+            files.append("light_jank.png")
+    write_manifest(out, asdict(cfg), seed=cfg.seed, files=files, reference_device=REFERENCE_DEVICE)
+    return drops, jank_table
+
+
+def _keyed(df: pd.DataFrame, **keys) -> pd.DataFrame:
+    """``df`` with the run's key columns in front, in the order given."""
+    for i, (name, value) in enumerate(keys.items()):
+        df.insert(i, name, value)
+    return df
+
+
+def save_progress(out: Path, plan: list, bench: dict, light: list, janks: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Write every finished run's rows, in plan order (so the files do not depend on which run
+    finished first); a background's drop needs its phone's unloaded run of the same seed."""
+    alone = {(plan[i][0], plan[i][1]): r for i, r in bench.items() if plan[i][3] == "none"}
+    score_rows, task_frames = [], []
+    for i in sorted(bench):
+        seed, device, model, placement, _ = plan[i]
+        score, tasks, jank, end_s = bench[i]
+        base = alone.get((seed, device))
+        score_rows.append({
+            "device": device, "model": model, "placement": placement, "seed": seed, "score": score,
+            "drop_pct": score_drop_pct(base[0], score) if base else float("nan"),
+            "paper_drop_pct": PAPER_FIG3_DROP_PCT.get((device, model)) if placement == "pytorch-default" else None,
+            "bench_jank_pct": jank, "sim_s": end_s,
+        })
+        if base:
+            task_frames.append(_keyed(slowdown(tasks, base[1]), device=device, model=model,
+                                      placement=placement, seed=seed))
+    scores = pd.DataFrame(score_rows)
+    scores.to_csv(out / "work_scores.csv", index=False)
+    if task_frames:
+        pd.concat(task_frames, ignore_index=True).to_csv(out / "work_tasks.csv", index=False)
+    frames = [_keyed(janks[i].copy(), device=light[i][0], model=light[i][2], placement=light[i][3])
+              for i in sorted(janks)]
+    jank_table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if len(jank_table):
+        jank_table.to_csv(out / "light_jank.csv", index=False)
+    return scores, jank_table
+
+
+def drop_summary(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per phone and background (in run order): seeds, mean score, mean/min/max drop, paper, jank."""
+    keys = ["device", "model", "placement"]
+    g = scores.groupby(keys, sort=False)
+    out = g.agg(seeds=("seed", "size"), score=("score", "mean"), drop_pct=("drop_pct", "mean"),
+                drop_min_pct=("drop_pct", "min"), drop_max_pct=("drop_pct", "max"),
+                paper_drop_pct=("paper_drop_pct", "first"), bench_jank_pct=("bench_jank_pct", "mean"))
+    return out.reset_index()
+
+
+def print_summary(drops: pd.DataFrame, janks: pd.DataFrame) -> None:
+    n = int(drops["seeds"].max()) if len(drops) else 1
+    spread = f" {'range (' + str(n) + ' seeds)':>16}" if n > 1 else ""
+    print(f"{'device':<14} {'training':<32} {'score':>7} {'drop %':>7}{spread} {'paper %':>8} {'jank %':>7}")
+    for r in drops.itertuples():
+        label = "none" if r.placement == "none" else f"{r.model} {r.placement}"
+        paper = f"{r.paper_drop_pct:.1f}" if pd.notna(r.paper_drop_pct) else "-"
+        rng = f" {f'{r.drop_min_pct:.1f}..{r.drop_max_pct:.1f}':>16}" if n > 1 else ""
+        print(f"{r.device:<14} {label:<32} {r.score:>7.0f} {r.drop_pct:>7.1f}{rng} {paper:>8} {r.bench_jank_pct:>7.2f}")
+    if len(janks):
+        print(f"\n{'device':<14} {'app':<10} {'training':<24} {'frames':>7} {'jank %':>7} {'p95 ms':>7}")
+        for r in janks.itertuples():
+            label = "none" if r.placement == "none" else f"{r.model} {r.placement}"
+            print(f"{r.device:<14} {r.app:<10} {label:<24} {int(r.frames):>7} {r.jank_pct:>7.2f} {r.p95_ms:>7.1f}")
+
+
