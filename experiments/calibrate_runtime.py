@@ -1,7 +1,7 @@
 """Calibrate the runtime profiles and write the fitted values back into their TOML files.
 
     python experiments/calibrate_runtime.py [--runtime pytorch|ncnn|all] [--dry-run]
-        [--sweeps N] [--shufflenet-input 3x224x224]
+        [--sweeps N] [--grid N] [--tol T] [--jobs N] [--shufflenet-input 3x224x224]
 
 The data are the project's own transcriptions in experiments/calibration/ (see its README:
 Swan paper Fig. 1/2a/2b, Tencent/ncnn benchmark/README.md rows); what is fitted, from which
@@ -13,7 +13,9 @@ pytorch: Swan paper Fig. 1 (GEMM efficiency per core family, closed form), then 
 mechanism parameters with the paper's choice ordering as soft constraints. ncnn: the benchmark
 rows (big cores, 1 and 4 threads) of the SoCs that have profiles. Prints the residuals per
 figure (median and worst, at the priors and after the fit) and the fitted values against their
-bounds. Uses only the analytical cost path; the pytorch fit takes ~15-20 minutes, ncnn ~2.
+bounds. Every prediction is the simulation's (swansim.runs.calibration): one pytorch trial is
+22 simulated choices x 2 batches (~5-10 CPU-s), one ncnn trial 48 rows (~2 CPU-s); a fit makes
+several hundred trials over ``--jobs`` processes (an hour or more on two cores).
 """
 from __future__ import annotations
 
@@ -22,9 +24,13 @@ import math
 import sys
 import time
 
+from concurrent.futures import ProcessPoolExecutor
+
 from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import RUNTIME_DIR, get_path, load_runtime, with_paths
 from swansim.hw.profile import Catalogue
+from swansim.runs.calibration import Fig2, Ncnn
+from swansim.runs.pool import check_jobs
 
 
 def report(title: str, residuals) -> None:
@@ -54,7 +60,7 @@ def at_priors(rt):
     return with_paths(rt, {t: p.prior for p in rt.fit_params for t in p.targets})
 
 
-def run_pytorch(cat: Catalogue, args) -> None:
+def run_pytorch(cat: Catalogue, args, pool) -> None:
     path = RUNTIME_DIR / "pytorch.toml"
     rt = load_runtime(path)
     eff, fig1 = cal.fig1_efficiency(cat, rt)
@@ -70,17 +76,18 @@ def run_pytorch(cat: Catalogue, args) -> None:
     shapes = {}
     if args.shufflenet_input:
         shapes["shufflenet_v2_x2_0"] = tuple(int(x) for x in args.shufflenet_input.split("x"))
-    fig2 = cal.Fig2(cat, input_shapes=shapes)
+    fig2 = Fig2(cat, pool, input_shapes=shapes)
+    report("Fig. 2 residuals at the committed values", fig2.residuals(rt))
     report("Fig. 2 residuals at the priors", fig2.residuals(at_priors(rt)))
     t0 = time.time()
-    fitted, values, obj = cal.fit(rt, fig2.residuals, sweeps=args.sweeps)
+    fitted, values, obj = cal.fit(rt, fig2.residuals, sweeps=args.sweeps, tol=args.tol, grid=args.grid)
     print(f"  fit took {time.time() - t0:.0f} s; objective {obj:.4f}")
     res = fig2.residuals(fitted)
     report("Fig. 2 residuals after the fit", res)
     detail(res)
     show_values(fitted, rt.fit_params)
     if not args.dry_run:
-        shape = "x".join(map(str, fig2.models["shufflenet_v2_x2_0"].input_shape))
+        shape = "x".join(map(str, shapes.get("shufflenet_v2_x2_0", (3, 112, 112))))
         prov = ("calibrated: Swan paper Fig. 2a/2b (Pixel 3, PyTorch training, batch 16, schedutil; "
                 f"ResNet-34 1x32x32, ShuffleNetV2-x2 {shape}) by experiments/calibrate_runtime.py")
         cal.write_back(path, fitted, rt.fit_params, prov)
@@ -94,16 +101,17 @@ def record(path, residual_fn) -> None:
     print(f"wrote {path} (objective at the written values {obj:.6f})")
 
 
-def run_ncnn(cat: Catalogue, args) -> None:
+def run_ncnn(cat: Catalogue, args, pool) -> None:
     path = RUNTIME_DIR / "ncnn.toml"
     rows = cal.read_ncnn(cat)
     socs = sorted({r.soc for r in rows})
     print(f"\nncnn: {len(rows)} benchmark rows on {', '.join(socs)}")
     rt = load_runtime(path)
-    nc = cal.Ncnn(cat, rows)
+    nc = Ncnn(cat, rows, pool)
+    report("ncnn residuals at the committed values", nc.residuals(rt))
     report("ncnn residuals at the priors", nc.residuals(at_priors(rt)))
     t0 = time.time()
-    fitted, values, obj = cal.fit(rt, nc.residuals, sweeps=args.sweeps)
+    fitted, values, obj = cal.fit(rt, nc.residuals, sweeps=args.sweeps, tol=args.tol, grid=args.grid)
     print(f"  fit took {time.time() - t0:.0f} s; objective {obj:.4f}")
     res = nc.residuals(fitted)
     report("ncnn residuals after the fit", res)
@@ -120,17 +128,21 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runtime", choices=("pytorch", "ncnn", "all"), default="all")
     p.add_argument("--dry-run", action="store_true", help="fit and report, do not write the TOML files")
-    p.add_argument("--sweeps", type=int, default=3)
+    p.add_argument("--sweeps", type=int, default=2)
+    p.add_argument("--grid", type=int, default=5, help="scan points per parameter and sweep (default: %(default)s)")
+    p.add_argument("--tol", type=float, default=0.05, help="golden-section tolerance, log units (default: %(default)s)")
+    p.add_argument("--jobs", type=int, default=None, help="processes (default: every core)")
     p.add_argument("--shufflenet-input", default=None,
                    help="CxHxW for a Fig. 2b sensitivity check (a dry run: nothing is written)")
     args = p.parse_args(argv)
     if args.shufflenet_input:
         args.dry_run = True
     cat = Catalogue.load()
-    if args.runtime in ("pytorch", "all"):
-        run_pytorch(cat, args)
-    if args.runtime in ("ncnn", "all"):
-        run_ncnn(cat, args)
+    with ProcessPoolExecutor(max_workers=check_jobs(args.jobs)) as pool:
+        if args.runtime in ("pytorch", "all"):
+            run_pytorch(cat, args, pool)
+        if args.runtime in ("ncnn", "all"):
+            run_ncnn(cat, args, pool)
     return 0
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-import simpy
 
 from swansim.errors import InputError
 from swansim.hw.battery import CHARGER_POWER_W, Battery
 from swansim.hw.platform import Platform
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import GOVERNORS, CpufreqPolicy, make_governor
-from swansim.kernel.sched import PLACEMENTS, Scheduler
+from swansim.kernel.sched import PLACEMENTS, Environment, Scheduler
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, ThermalZone, make_thermal_governor
 
 
@@ -31,7 +30,8 @@ class DeviceConfig:
     placement: str = "wakeup"             # thread placement (kernel.sched.PLACEMENTS)
     governor: str = "schedutil"           # cpufreq governor of every domain
     userspace_freq_mhz: tuple[float, ...] | None = None  # per domain, for governor "userspace"
-    thermal_governor: str | None = None   # None: the profile's
+    thermal_governor: str | None = None   # None: the profile's; "off": caps stay as set
+    frozen_temps: bool = False            # every node held at ambient (the batch model's measurements)
     charging: bool = False
     charger_power_w: float = CHARGER_POWER_W
     initial_soc_pct: float = 100.0
@@ -48,9 +48,9 @@ class Device:
         if config.ambient_c is not None:
             spec = replace(spec, ambient_c=config.ambient_c)
         self.spec = spec
-        self.env = simpy.Environment()
+        self.env = Environment()
         self.rng = np.random.default_rng(config.seed)
-        self.platform = Platform(spec, screen_on=config.screen_on)
+        self.platform = Platform(spec, screen_on=config.screen_on, frozen_temps=config.frozen_temps)
         if config.placement not in PLACEMENTS:
             raise InputError("config", "placement", f"{config.placement!r} is not one of {', '.join(PLACEMENTS)}")
         self.sched = Scheduler(self.env, self.platform, PLACEMENTS[config.placement]())

@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 from swansim.hw.platform import Platform
 from swansim.hw.power import dynamic_power_w
 from swansim.hw.profile import Catalogue
-from swansim.kernel.sched import Scheduler, nice_to_weight
+from swansim.kernel.sched import Environment, Scheduler, nice_to_weight
 
 CAT = Catalogue.load()
 
 
 def make(device="pixel3"):
-    env = simpy.Environment()
+    env = Environment()
     plat = Platform(CAT.device(device))
     return env, plat, Scheduler(env, plat)
 

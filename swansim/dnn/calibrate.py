@@ -1,14 +1,15 @@
-"""Calibration of runtime profiles on published figures, with the analytical cost path.
+"""Calibration of runtime profiles on published figures: the data, the objective and the fit.
 
 Targets (nothing else is fitted), transcribed in ``experiments/calibration/`` (see its README):
   * ``pytorch`` (training, batch 16): Swan paper Fig. 1 (per-core 512x512 fp32 matmul on
     SD865/SD855/SD845 little/big/prime) sets the GEMM (``linear``) efficiency per core family
     in closed form; Fig. 2a/2b (Pixel 3, normalised latency/energy/power of 4567, 4, 0123, 0
-    for ResNet-34 and ShuffleNetV2-x2) set the mechanism parameters by a MAP fit. The Pixel 3
-    ran schedutil, so the Fig. 2 predictions are at the OPPs schedutil settles to for each
-    choice (``estimate(..., governor="schedutil")``).
+    for ResNet-34 and ShuffleNetV2-x2) set the mechanism parameters by a MAP fit.
   * ``ncnn`` (inference, batch 1, 224x224): the ncnn benchmark rows (Tencent/ncnn
     benchmark/README.md, benchncnn) for the SoCs that have profiles, big cluster, 1 and 4 threads.
+
+The predictions are the simulation's, exactly what users see: the residual functions live
+above the device (swansim.runs.calibration) and hand this module a ``residual_fn``.
 
 What is fitted, from which prior and within which plausible bounds is data: the runtime
 TOML's ``[[fit.param]]`` tables (each with the source of its prior and bounds). The fit always
@@ -20,7 +21,8 @@ figures cannot see stays at its prior), plus the paper's selection as one-sided 
 constraints (its fastest choice beats every other prefix choice, its least-energy choice
 every choice including mixed ones, the choice it normalises latency to is the slowest prefix
 choice). The optimiser is a bounded coordinate search (a coarse scan, then golden section per
-parameter, a few sweeps): numpy only, deterministic.
+parameter, a few sweeps): numpy only, deterministic; every trial it makes is remembered, so
+a point it comes back to costs nothing.
 """
 from __future__ import annotations
 
@@ -28,14 +30,10 @@ import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from swansim.dnn.choices import Choice, enumerate_choices, parse_choice
-from swansim.dnn.cost import SocView, estimate, Plan
-from swansim.dnn.models import build_model
-from swansim.dnn.tasks import FIG2_TASKS, build_task
 from swansim.dnn.runtime import FitParam, Runtime, _replace_in_section, get_path, set_path, set_value, with_paths
 from swansim.hw.profile import Catalogue
 
@@ -52,8 +50,8 @@ NCNN_MODELS = {"squeezenet": "squeezenet1_1", "mobilenet": "mobilenet", "mobilen
                "vgg16": "vgg16", "resnet50": "resnet50"}
 
 SELECTION_SIGMA = 0.01   # a 1% violation of the paper's ordering costs as much as one sigma
-SELECTION_MARGIN = 0.03  # ... and "beats" means by at least 3% (the simulation under schedutil
-                         # and the estimate differ by a few %: the ordering must survive that)
+SELECTION_MARGIN = 0.03  # ... and "beats" means by at least 3% (an ordering that holds by less
+                         # would flip with the reading error of the figure)
 READ_ABS = 0.01          # figures are read to about +-0.01 of the normalised scale
 READ_REL = 0.05          # and +-5% of the value
 # Assumption: the model's structural error per normalised Fig. 2 point (a mechanism model of a
@@ -144,94 +142,29 @@ def fig1_efficiency(cat: Catalogue, rt: Runtime, fig1=None) -> tuple[dict[str, f
     return eff, res
 
 
-class Fig2:
-    """Fig. 2a/2b residuals of a pytorch runtime on the Pixel 3 (analytical path, schedutil)."""
+def selection(name: str, figs: dict, metrics: dict, prefix: Sequence[str], mixed: Sequence[str]) -> list[Residual]:
+    """The paper's ordering of ``name``'s choices as one-sided residuals (zero when it holds with
+    the margin): its fastest choice beats every other prefix choice, the slowest is slower than
+    every prefix choice, its least-energy choice beats every choice, mixed ones included."""
+    out = []
+    lat, en = metrics["latency"], metrics["energy"]
+    fastest = min(figs["latency"], key=figs["latency"].get)
+    slowest = max(figs["latency"], key=figs["latency"].get)
+    frugal = min(figs["energy"], key=figs["energy"].get)
 
-    def __init__(self, cat: Catalogue, tasks=FIG2_TASKS, device: str = "pixel3",
-                 figures=None, governor: str | None = SWAN_GOVERNOR, input_shapes: dict | None = None):
-        self.soc = cat.device(device).soc
-        self.figures = figures or read_fig2()
-        self.models = {m: build_task(m, input_shape=(input_shapes or {}).get(m)) for m in tasks
-                       if m in self.figures}
-        self.governor = governor
-        every = enumerate_choices(self.soc, mixed=True)
-        self.prefix = [c.label for c in every if c.kind != "mixed"]
-        self.mixed = [c.label for c in every if c.kind == "mixed"]
+    def beat(point, a, b):   # a must be below b by the margin
+        ratio = a / b / (1.0 - SELECTION_MARGIN)
+        out.append(Residual("Swan selection", point, 1.0, max(ratio, 1.0), SELECTION_SIGMA))
 
-    def estimates(self, rt: Runtime, labels: Iterable[str] | None = None) -> dict[str, dict[str, object]]:
-        view = SocView.of(self.soc, rt)
-        out = {}
-        for name, model in self.models.items():
-            out[name] = {}
-            for label in (labels or (*self.prefix, *self.mixed)):
-                choice = parse_choice(label, self.soc)
-                out[name][label] = estimate(view, model, Plan.uniform(choice, len(model.layers)),
-                                            governor=self.governor)
-        return out
-
-    def residuals(self, rt: Runtime) -> list[Residual]:
-        est_all = self.estimates(rt)
-        out = []
-        for name, figs in self.figures.items():
-            est = est_all[name]
-            metrics = {"latency": {k: e.latency_s for k, e in est.items()},
-                       "energy": {k: e.energy_j for k, e in est.items()},
-                       "power": {k: e.power_w for k, e in est.items()}}
-            fig = "Swan Fig. 2a" if name == "resnet34" else "Swan Fig. 2b"
-            for metric, target in figs.items():
-                ref = max(target, key=target.get)  # the choice the paper normalises to (1.00)
-                for label, value in target.items():
-                    if label == ref:
-                        continue
-                    pred = metrics[metric][label] / metrics[metric][ref]
-                    out.append(Residual(fig, f"{name} {metric} {label}", value, pred, reading_sigma(value, MODEL_SIGMA)))
-            out += self.selection(name, figs, metrics)
-        return out
-
-    def selection(self, name: str, figs: dict, metrics: dict) -> list[Residual]:
-        """The paper's ordering as one-sided residuals (zero when it holds with the margin)."""
-        out = []
-        lat, en = metrics["latency"], metrics["energy"]
-        fastest = min(figs["latency"], key=figs["latency"].get)
-        slowest = max(figs["latency"], key=figs["latency"].get)
-        frugal = min(figs["energy"], key=figs["energy"].get)
-
-        def beat(point, a, b):   # a must be below b by the margin
-            ratio = a / b / (1.0 - SELECTION_MARGIN)
-            out.append(Residual("Swan selection", point, 1.0, max(ratio, 1.0), SELECTION_SIGMA))
-
-        for label in self.prefix:
-            if label != fastest:
-                beat(f"{name} latency {fastest} < {label}", lat[fastest], lat[label])
-            if label != slowest:
-                beat(f"{name} latency {label} < {slowest}", lat[label], lat[slowest])
-        for label in (*self.prefix, *self.mixed):
-            if label != frugal:
-                beat(f"{name} energy {frugal} < {label}", en[frugal], en[label])
-        return out
-
-
-class Ncnn:
-    """ncnn benchmark residuals (inference, batch 1, 224x224, 1000 classes; big cores)."""
-
-    def __init__(self, cat: Catalogue, rows: Sequence[NcnnRow]):
-        self.cat, self.rows = cat, list(rows)
-        self.models = {m: build_model(m) for m in {r.model for r in rows}}
-
-    def residuals(self, rt: Runtime) -> list[Residual]:
-        out = []
-        views = {}
-        for r in self.rows:
-            soc = self.cat.socs[r.soc]
-            view = views.setdefault(r.soc, SocView.of(soc, rt))
-            big = tuple(c for cl in soc.clusters[1:] for c in cl.cpus)  # ncnn's "big": every non-little core
-            choice = Choice(big, r.threads, "big", pinned=False)
-            model = self.models[r.model]
-            e = estimate(view, model, Plan.uniform(choice, len(model.layers)), mode="infer")
-            fam = view.family[-1]
-            out.append(Residual("ncnn benchmark", f"{r.soc} ({fam}) {r.model} t{r.threads} ms", r.ms,
-                                e.latency_s * 1000.0, READ_REL))
-        return out
+    for label in prefix:
+        if label != fastest:
+            beat(f"{name} latency {fastest} < {label}", lat[fastest], lat[label])
+        if label != slowest:
+            beat(f"{name} latency {label} < {slowest}", lat[label], lat[slowest])
+    for label in (*prefix, *mixed):
+        if label != frugal:
+            beat(f"{name} energy {frugal} < {label}", en[frugal], en[label])
+    return out
 
 
 # -- the fit -------------------------------------------------------------------------------------
@@ -256,11 +189,14 @@ def current_objective(rt: Runtime, residual_fn: Callable[[Runtime], list[Residua
 
 
 def fit(rt: Runtime, residual_fn: Callable[[Runtime], list[Residual]], params: Sequence[FitParam] | None = None,
-        sweeps: int = 3, tol: float = 0.02, log: Callable[[str], None] = print) -> tuple[Runtime, dict, float]:
+        sweeps: int = 3, tol: float = 0.02, grid: int = 9,
+        log: Callable[[str], None] = print) -> tuple[Runtime, dict, float]:
     """Bounded coordinate search in log space from the priors; (fitted runtime, values, objective).
 
-    A parameter with ``starts`` (e.g. the two documented libgomp spin regimes) opens one more
-    search per listed value, from the priors with that value; the best end point wins.
+    Per parameter and sweep: ``grid`` points across its bounds, then golden section to ``tol``
+    (log units) around the best. A parameter with ``starts`` (e.g. the two documented libgomp
+    spin regimes) opens one more search per listed value, from the priors with that value;
+    the best end point wins.
     """
     params = list(params if params is not None else rt.fit_params)
     prior = np.array([math.log(p.prior) for p in params])
@@ -271,24 +207,29 @@ def fit(rt: Runtime, residual_fn: Callable[[Runtime], list[Residual]], params: S
                 th = prior.copy()
                 th[i] = math.log(x)
                 inits.append(th)
+    seen: dict[tuple, float] = {}
+
+    def f(th: np.ndarray) -> float:
+        key = tuple(np.round(th, 12))
+        if key not in seen:
+            seen[key] = objective(residual_fn(runtime_at(rt, params, th)), params, th)
+        return seen[key]
+
     best_theta, best = None, math.inf
     for n, theta in enumerate(inits):
         if len(inits) > 1:
             log(f"  start {n + 1}/{len(inits)}: " + (", ".join(f"{p.name} {math.exp(v):.4g}" for p, v, v0 in zip(params, theta, prior) if v != v0)
                                                       or "the priors"))
-        theta, obj = _coordinate_search(rt, params, residual_fn, theta, sweeps, tol, log)
+        theta, obj = _coordinate_search(params, f, theta, sweeps, tol, grid, log)
         if obj < best:
             best_theta, best = theta, obj
+    log(f"  {len(seen)} trials")
     values = {p.name: math.exp(v) for p, v in zip(params, best_theta)}
     return runtime_at(rt, params, best_theta), values, best
 
 
-def _coordinate_search(rt, params, residual_fn, theta, sweeps, tol, log):
+def _coordinate_search(params, f, theta, sweeps, tol, grid, log):
     theta = theta.copy()
-
-    def f(th):
-        return objective(residual_fn(runtime_at(rt, params, th)), params, th)
-
     best = f(theta)
     log(f"  objective at the start {best:.2f}")
     gr = (math.sqrt(5) - 1) / 2
@@ -304,11 +245,11 @@ def _coordinate_search(rt, params, residual_fn, theta, sweeps, tol, log):
 
             # a coarse scan of the whole range (the landscape has regimes, e.g. threads that
             # sleep between regions or not), then golden section around the best point
-            grid = list(np.linspace(lo, hi, 9))
-            scores = [at(x) for x in grid]
+            points = list(np.linspace(lo, hi, grid))
+            scores = [at(x) for x in points]
             j = int(np.argmin(scores))
-            step = (hi - lo) / 8
-            a, b = max(lo, grid[j] - step), min(hi, grid[j] + step)
+            step = (hi - lo) / (grid - 1)
+            a, b = max(lo, points[j] - step), min(hi, points[j] + step)
             c, d = b - gr * (b - a), a + gr * (b - a)
             fc, fd = at(c), at(d)
             while b - a > tol:
@@ -322,7 +263,7 @@ def _coordinate_search(rt, params, residual_fn, theta, sweeps, tol, log):
                     fd = at(d)
             x, fx = (c, fc) if fc < fd else (d, fd)
             if scores[j] < fx:
-                x, fx = grid[j], scores[j]
+                x, fx = points[j], scores[j]
             if fx < best:
                 theta[i], best = x, fx
         log(f"  sweep {sweep + 1}: objective {best:.2f}")

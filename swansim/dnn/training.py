@@ -25,9 +25,9 @@ from typing import Callable, Sequence, Union
 
 import simpy
 
-from swansim.dnn.choices import Choice
-from swansim.dnn.cost import GOVERNED_CHUNK_S, Plan, Region, SocView, harmonic, phase_regions, time_region
+from swansim.dnn.choices import Choice, Plan
 from swansim.dnn.graph import Model
+from swansim.dnn.regions import Region, SocView, harmonic, phase_regions, time_region
 from swansim.dnn.runtime import Runtime
 from swansim.hw.profile import SocSpec
 
@@ -40,6 +40,14 @@ class _Join:
 
     asleep: bool = False
     token: int = 0
+
+
+@dataclass
+class _Team:
+    """A forked region: how many members have not arrived at the join yet."""
+
+    left: int
+    all_arrived: simpy.Event
 
 
 @dataclass
@@ -80,6 +88,8 @@ class TrainingJob:
         self.thread_rows: list[tuple] = []
         self.batch_index = 0
         self.stopped = False
+        # Called after each batch with its batch row and its layer rows (probes, the batch model).
+        self.on_batch: Callable[[tuple, list], None] | None = None
         self.process = env.process(self._run())
 
     # -- plan -----------------------------------------------------------------------------
@@ -103,6 +113,7 @@ class TrainingJob:
             plan = self.plan_for(self.batch_index)
             self.sched.sync()
             t0, e0, mig0 = self.env.now, self.platform.total_energy_j, self.migrations
+            n_layers0 = len(self.layer_rows)
             for choice, regions, layer, phase in self._batch_steps(plan):
                 yield from self._apply(choice)
                 start = self.env.now
@@ -115,8 +126,11 @@ class TrainingJob:
             self.sched.sync()
             lat = self.env.now - t0
             energy = self.platform.total_energy_j - e0
-            self.batch_rows.append((self.batch_index, plan.label, t0, lat, energy,
-                                    energy - self.idle_floor_w * lat, self.migrations - mig0))
+            row = (self.batch_index, plan.label, t0, lat, energy, energy - self.idle_floor_w * lat,
+                   self.migrations - mig0)
+            self.batch_rows.append(row)
+            if self.on_batch is not None:
+                self.on_batch(row, [r for r in self.layer_rows[n_layers0:]])
             self.batch_index += 1
         for th in self.pool:
             self.sched.stop(th)
@@ -253,9 +267,10 @@ class TrainingJob:
             extra = [futex * self._freq_hz(0)] + [0.0] * (n - 1)
             fork = self.env.now
             join = _Join()
-            procs = [self.env.process(self._member(i, r.team[i], 1, delays[i], extra[i], finishes,
-                                                   join if i == 0 else None)) for i in range(n)]
-            yield simpy.AllOf(self.env, procs)
+            team = _Team(n, self.env.event())
+            for i in range(n):
+                self._member(i, r.team[i], delays[i], extra[i], finishes, team, join if i == 0 else None)
+            yield team.all_arrived
             join.token += 1
             if join.asleep:
                 # the master slept at the join: the last worker wakes it
@@ -264,9 +279,10 @@ class TrainingJob:
         else:
             busy, idle = self._repeat_plan(r)
             fork = self.env.now
-            procs = [self.env.process(self._macro_member(i, r, busy[i], idle[i], finishes))
-                     for i in range(n)]
-            yield simpy.AllOf(self.env, procs)
+            team = _Team(n, self.env.event())
+            for i in range(n):
+                self._macro_member(i, r, busy[i], idle[i], finishes, team)
+            yield team.all_arrived
         sched.stop(master)
         if self.record_layers:
             b = self.batch_index
@@ -281,7 +297,7 @@ class TrainingJob:
 
         The cost model's ``time_region`` at the current frequencies decides who spins and who
         sleeps per repeat (and whether the master sleeps at the joins); the simulation then runs
-        each thread's busy share through the scheduler and its idle share as a delay.
+        each thread's busy share through the scheduler with its idle share interleaved.
         """
         n = len(r.team)
         k = [self._cluster(i) for i in range(n)]
@@ -298,43 +314,56 @@ class TrainingJob:
                 for i in range(n)]
         return busy, idle
 
-    def _macro_member(self, i: int, r: Region, busy_cycles: float, idle_s: float, finishes: list):
-        """One thread through a macro region: its idle and busy shares interleaved in slices of
-        at most ``GOVERNED_CHUNK_S``, so that the governor sees the loop's average busy share."""
+    # Team members are callback chains, not SimPy processes: a member's work ends inside the
+    # scheduler's replan (``run(on_done=...)``), where it arrives at the join at once.
+
+    def _macro_member(self, i: int, r: Region, busy_cycles: float, idle_s: float, finishes: list,
+                      team: "_Team") -> None:
+        """One thread through a macro region: its busy cycles with its idle share interleaved
+        (each repeat is far shorter than PELT's window: the kernel sees the average busy share)."""
         th = self.pool[i]
         w = r.team[i]
         k = self._cluster(i)
         amount = busy_cycles * w.speed[k]
-        bpu = (w.bytes_per_unit * w.units * r.repeat / amount) if amount else 0.0
-        span = idle_s + busy_cycles / self._freq_hz(i)
-        pieces = max(1, min(r.repeat, math.ceil(span / GOVERNED_CHUNK_S)))
-        for _ in range(pieces):
-            if idle_s > 0:
-                yield self.env.timeout(idle_s / pieces)
-            if amount > 0:
-                yield self.sched.run(th, amount / pieces, w.speed, bpu)
-        finishes[i] = self.env.now
-        self._arrive(i)
+        if amount <= 0:
+            self.env.timeout(idle_s).callbacks.append(lambda _ev: self._member_arrives(i, finishes, team))
+            return
+        bpu = w.bytes_per_unit * w.units * r.repeat / amount
+        self.sched.run(th, amount, w.speed, bpu, on_done=lambda: self._member_arrives(i, finishes, team),
+                       idle_s_per_unit=idle_s / amount)
 
-    def _member(self, i: int, w, repeat: int, delay_s: float, extra_cycles: float,
-                finishes: list, join: "_Join | None" = None):
+    def _member(self, i: int, w, delay_s: float, extra_cycles: float, finishes: list, team: "_Team",
+                join: "_Join | None" = None) -> None:
+        """One thread's chunk of a region after its wake-up delay; the master (``join``) then
+        spins for its budget at the join and sleeps until the last worker arrives."""
         th = self.pool[i]
+
+        def done() -> None:
+            self._member_arrives(i, finishes, team)
+            if join is not None:
+                tok = join.token
+                timer = self.env.timeout(self._spin_cycles(i) / self._freq_hz(i))
+                timer.callbacks.append(lambda _ev: self._master_sleeps(join, tok))
+
+        def work(_ev=None) -> None:
+            k = self._cluster(i)
+            # overheads in cycles become work units at this core's speed
+            cyc = w.cycles(k) + extra_cycles
+            amount = cyc * w.speed[k]
+            bpu = (w.bytes_per_unit * w.units / amount) if amount else 0.0
+            self.sched.run(th, amount, w.speed, bpu, on_done=done)
+
         if delay_s > 0:
-            yield self.env.timeout(delay_s)
-        k = self._cluster(i)
-        # overheads in cycles become work units at this core's speed
-        cyc = repeat * w.cycles(k) + extra_cycles
-        amount = cyc * w.speed[k]
-        bpu = (w.bytes_per_unit * w.units * repeat / amount) if amount else 0.0
-        yield self.sched.run(th, amount, w.speed, bpu)
+            self.env.timeout(delay_s).callbacks.append(work)
+        else:
+            work()
+
+    def _member_arrives(self, i: int, finishes: list, team: "_Team") -> None:
         finishes[i] = self.env.now
         self._arrive(i)
-        if join is not None:
-            # the master spins for its budget at the join, then sleeps until the last worker arrives
-            tok = join.token
-            budget = self._spin_cycles(i)
-            timer = self.env.timeout(budget / self._freq_hz(i))
-            timer.callbacks.append(lambda _ev: self._master_sleeps(join, tok))
+        team.left -= 1
+        if team.left == 0:
+            team.all_arrived.succeed()
 
     def _arrive(self, i: int) -> None:
         """Thread ``i`` reaches the join: the master spins (its budget is the region's business);

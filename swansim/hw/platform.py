@@ -3,7 +3,13 @@
 The kernel tells the platform what changed (`set_freq`, `set_activity`); the platform keeps
 power piecewise constant between those changes, so `advance(now)` integrates energy and the
 RC network exactly. Leakage depends on temperature, so it is re-evaluated at every advance
-(power stays constant *within* an interval, which keeps the energy account exact).
+(power stays constant *within* an interval, which keeps the energy account exact). Power is
+evaluated lazily, once per interval however many changes an instant brings.
+
+Two modes serve the batch model (swansim.batchmodel): ``frozen_temps`` keeps every node at
+ambient (a batch's cost measured independently of the phone's thermal history), and `hold`
+replays a measured mean power per component, its leakage rescaled to the present
+temperatures, so the energy account, the RC network and every probe run as usual.
 """
 from __future__ import annotations
 
@@ -22,8 +28,9 @@ IntervalProbe = Callable[[float, float, "Platform"], None]
 class Platform:
     """Frequencies, utilisation, power per component, energy account and temperatures."""
 
-    def __init__(self, spec: DeviceSpec, screen_on: bool = False):
+    def __init__(self, spec: DeviceSpec, screen_on: bool = False, frozen_temps: bool = False):
         self.spec = spec
+        self.frozen_temps = frozen_temps
         soc = spec.soc
         self.clusters = soc.clusters
         self.n_cpus = soc.n_cpus
@@ -48,14 +55,29 @@ class Platform:
         for j, c in enumerate(comps):
             self._comp_node[self.thermal.index[c.node], j] = 1.0
         self._cluster_node = [self.thermal.index[c.name] for c in self.clusters]
-        self.power_w = np.zeros(len(comps))
+        self._modal_gain = self.thermal.modal_gain(self._comp_node)   # component power -> modal steady state
+        self._power_w = np.zeros(len(comps))
+        self._total_power_w = 0.0
+        self._stale = True
         self.energy_j = np.zeros(len(comps))
+        self._total_energy_j = 0.0
         self.time_s = 0.0
         self.probes: list[IntervalProbe] = []
         # Heat of the charger's conversion loss (W), set by the battery; a component only with a battery.
         self.charging_loss_w = 0.0
         self._has_charger = "charging_loss" in self.component_names
-        self._recompute()
+        # constants of the power evaluation, looked up once
+        self._cluster_consts = [(c.cpus, self._cluster_node[k], c.cluster_active_mw * 1e-3, c.fmax_mhz)
+                                for k, c in enumerate(self.clusters)]
+        self._soc_active_w = soc.soc_active_mw * 1e-3
+        self._dram_j_per_byte = soc.dram_energy_pj_per_byte * 1e-12
+        self._base_w = spec.base_power_mw * 1e-3
+        self._screen_w = spec.screen_power_mw * 1e-3
+        self._leak_idx = [[j for j, name in enumerate(self.component_names)
+                           if name.endswith(".leakage") and int(name[3:name.index(".")]) in c.cpus]
+                          for c in self.clusters]
+        self._held: tuple[np.ndarray, float] | None = None
+        self._screen_idx = self.component_names.index("screen")
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -63,7 +85,7 @@ class Platform:
         """Caller has advanced to now; the new frequency holds from now on."""
         self.freq_mhz[cluster] = freq_mhz
         self._freq_changed(cluster)
-        self._recompute()
+        self._stale = True
 
     def _freq_changed(self, k: int) -> None:
         c, f = self.clusters[k], self.freq_mhz[k]
@@ -73,18 +95,30 @@ class Platform:
                                     self.spec.soc.leakage_doubling_c)
 
     def set_activity(self, util: list[float], dram_bytes_per_s: float) -> None:
+        """Per-cpu utilisation (0..1, the list is kept, not copied) and DRAM traffic from now on."""
         self.util = util
         self.dram_bytes_per_s = dram_bytes_per_s
-        self._recompute()
+        self._stale = True
 
     def set_screen(self, on: bool) -> None:
         self.screen_on = on
-        self._recompute()
+        self._stale = True
 
     def set_charging_loss(self, loss_w: float) -> None:
         """The charger's loss heats the battery node from now on (no-op without a battery)."""
         self.charging_loss_w = loss_w if self._has_charger else 0.0
-        self._recompute()
+        self._stale = True
+
+    def hold(self, power_w: np.ndarray, at_temp_c: float) -> None:
+        """From now on, power per component is ``power_w`` (measured with every node at
+        ``at_temp_c``), each core's leakage rescaled to its cluster's present temperature;
+        the screen and the charger's loss stay live. `release` returns to the power model."""
+        self._held = (np.asarray(power_w, dtype=float), at_temp_c)
+        self._stale = True
+
+    def release(self) -> None:
+        self._held = None
+        self._stale = True
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -94,22 +128,35 @@ class Platform:
         if dt <= 0.0:
             return
         t0 = self.time_s
-        self.energy_j += self.power_w * dt
-        self.thermal.step(dt, self._comp_node @ self.power_w)
+        power = self.power_w
+        self.energy_j += power * dt
+        self._total_energy_j += self._total_power_w * dt
+        if not self.frozen_temps:
+            self.thermal.step_modal(dt, self._modal_gain @ power)
         self.time_s = now_s
         for probe in self.probes:
             probe(t0, now_s, self)
-        self._recompute()  # leakage follows the new temperatures
+        self._stale = True  # leakage follows the new temperatures
 
     # -- readings -----------------------------------------------------------------------------
 
     @property
+    def power_w(self) -> np.ndarray:
+        """Power per component (W) from now until the next change (read-only)."""
+        if self._stale:
+            self._recompute()
+        return self._power_w
+
+    @property
     def total_power_w(self) -> float:
-        return float(self.power_w.sum())
+        if self._stale:
+            self._recompute()
+        return self._total_power_w
 
     @property
     def total_energy_j(self) -> float:
-        return float(self.energy_j.sum())
+        """Energy since the start (J): the sum of the per-component account, kept as a scalar."""
+        return self._total_energy_j
 
     def energy_by_component(self) -> dict[str, float]:
         return dict(zip(self.component_names, self.energy_j.tolist()))
@@ -120,34 +167,51 @@ class Platform:
     # -- power --------------------------------------------------------------------------------
 
     def _recompute(self) -> None:
+        if self._held is not None:
+            self._recompute_held()
+            return
         soc = self.spec.soc
-        temps = self.thermal.temp_c
+        temps = self.thermal.temp_c.tolist()
         ref_c, doubling_c = soc.leakage_ref_c, soc.leakage_doubling_c
-        p = self.power_w
         util = self.util
-        j = 0
+        out = []
         any_busy = 0.0
-        for k, c in enumerate(self.clusters):
+        for k, (cpus, node, active_w_at_fmax, fmax) in enumerate(self._cluster_consts):
             busy_dyn = self._busy_dyn_w[k]
-            leak = self._leak_w[k] * 2.0 ** ((temps[self._cluster_node[k]] - ref_c) / doubling_c)
+            leak = self._leak_w[k] * 2.0 ** ((temps[node] - ref_c) / doubling_c)
             idle_leak = leak * IDLE_LEAK_FRACTION
             cluster_busy = 0.0
-            for cpu in c.cpus:
+            for cpu in cpus:
                 u = util[cpu]
-                p[j] = busy_dyn * u
-                p[j + 1] = leak * u + idle_leak * (1.0 - u)
-                j += 2
+                out.append(busy_dyn * u)
+                out.append(idle_leak + (leak - idle_leak) * u)
                 if u > cluster_busy:
                     cluster_busy = u
             # Shared cluster logic runs at the cluster clock: scale with f and V^2 like a core.
             v = self._v_ratio[k]
-            p[j] = c.cluster_active_mw * 1e-3 * cluster_busy * v * v * self.freq_mhz[k] / c.fmax_mhz
-            j += 1
+            out.append(active_w_at_fmax * cluster_busy * v * v * self.freq_mhz[k] / fmax)
             if cluster_busy > any_busy:
                 any_busy = cluster_busy
-        p[j] = soc.soc_active_mw * 1e-3 * any_busy
-        p[j + 1] = self.dram_bytes_per_s * soc.dram_energy_pj_per_byte * 1e-12
-        p[j + 2] = self.spec.base_power_mw * 1e-3
-        p[j + 3] = self.spec.screen_power_mw * 1e-3 if self.screen_on else 0.0
+        out.append(self._soc_active_w * any_busy)
+        out.append(self.dram_bytes_per_s * self._dram_j_per_byte)
+        out.append(self._base_w)
+        out.append(self._screen_w if self.screen_on else 0.0)
         if self._has_charger:
-            p[j + 4] = self.charging_loss_w
+            out.append(self.charging_loss_w)
+        self._power_w[:] = out
+        self._total_power_w = sum(out)
+        self._stale = False
+
+    def _recompute_held(self) -> None:
+        held, at_c = self._held
+        soc = self.spec.soc
+        temps = self.thermal.temp_c
+        p = held.copy()
+        for k, idx in enumerate(self._leak_idx):
+            p[idx] *= 2.0 ** ((temps[self._cluster_node[k]] - at_c) / soc.leakage_doubling_c)
+        p[self._screen_idx] = self._screen_w if self.screen_on else 0.0
+        if self._has_charger:
+            p[-1] = self.charging_loss_w
+        self._power_w[:] = p
+        self._total_power_w = float(p.sum())
+        self._stale = False

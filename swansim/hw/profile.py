@@ -25,6 +25,9 @@ def _opt(v: float | None, default: float) -> float:
     return default if v is None else v
 
 
+# Cache line size of every core in the catalogue (Arm Cortex-A53..X4 TRMs: 64-byte lines).
+CACHE_LINE_BYTES = 64
+
 PROFILE_DIR = Path(os.environ.get("SWANSIM_PROFILES", Path(__file__).resolve().parents[2] / "device_profiles"))
 AMBIENT = "ambient"
 TRIP_TYPES = ("active", "passive", "hot", "critical")

@@ -6,7 +6,10 @@ G is the conductance Laplacian of the node graph plus each node's conductance to
 With power constant over an interval the solution is closed form:
     T(t) = T_ss + exp(-M t) (T0 - T_ss),  M = C^-1 G,  T_ss = T_amb + G^-1 P.
 M is similar to the symmetric C^-1/2 G C^-1/2, so one `eigh` at construction gives
-exp(-M t) for any t as V diag(exp(-lambda t)) V^-1 with real, positive lambda.
+exp(-M t) for any t as V diag(exp(-lambda t)) V^-1 with real, positive lambda. The state is
+kept in modal coordinates z = V^-1 (T - T_amb), where a step is elementwise:
+    z(t) = z_ss + exp(-lambda t) (z0 - z_ss),  z_ss = V^-1 G^-1 P,
+and temperatures are read back (T = T_amb + V z) only when someone asks.
 """
 from __future__ import annotations
 
@@ -43,18 +46,35 @@ class ThermalNetwork:
         self._v = s[:, None] * u  # M = V diag(lam) V^-1
         self._v_inv = u.T / s[None, :]
         self._g_inv = np.linalg.inv(g)
-        self.temp_c = np.full(n, float(ambient_c))
+        self._z = np.zeros(n)           # modal coordinates of T - T_amb
+        self._temp: np.ndarray | None = None
+
+    @property
+    def temp_c(self) -> np.ndarray:
+        """Node temperatures (C), in the order of ``nodes`` (read-only)."""
+        if self._temp is None:
+            self._temp = self.ambient_c + self._v @ self._z
+        return self._temp
 
     def steady_state_c(self, power_w: np.ndarray) -> np.ndarray:
         return self.ambient_c + self._g_inv @ power_w
 
+    def modal_gain(self, node_power: np.ndarray) -> np.ndarray:
+        """V^-1 G^-1 @ ``node_power``: maps what ``node_power`` maps to node powers (W) onto the
+        modal steady state, so a caller can precompute it for its own power vector."""
+        return self._v_inv @ self._g_inv @ node_power
+
     def step(self, dt_s: float, power_w: np.ndarray) -> None:
         """Advance by ``dt_s`` with ``power_w`` (W per node) held constant."""
+        self.step_modal(dt_s, self._v_inv @ (self._g_inv @ power_w))
+
+    def step_modal(self, dt_s: float, z_ss: np.ndarray) -> None:
+        """Advance by ``dt_s`` towards the modal steady state ``z_ss`` (see `modal_gain`)."""
         if dt_s <= 0:
             return
-        tss = self.steady_state_c(power_w)
         decay = np.exp(-self.rates_per_s * dt_s)
-        self.temp_c = tss + self._v @ (decay * (self._v_inv @ (self.temp_c - tss)))
+        self._z = z_ss + decay * (self._z - z_ss)
+        self._temp = None
 
     def stored_heat_j(self) -> float:
         """Heat stored above ambient, for energy-balance checks."""

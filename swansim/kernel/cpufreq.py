@@ -183,7 +183,7 @@ class Schedutil(Governor):
         self.headroom = headroom
         self.invariant = invariant
         self.n_evaluations = 0
-        self._gen = 0
+        self._timer_s = math.inf   # when the one pending timer fires (inf: none)
 
     def attach(self, policy: CpufreqPolicy) -> None:
         self.policy = policy
@@ -237,7 +237,6 @@ class Schedutil(Governor):
 
     def _evaluate(self, force: bool = False) -> None:
         self.n_evaluations += 1
-        self._gen += 1
         p = self.policy
         now = self.env.now
         want = self.target_mhz()
@@ -270,14 +269,20 @@ class Schedutil(Governor):
         return best + _CROSS_EPS_S
 
     def _arm(self, dt_s: float) -> None:
-        if dt_s == math.inf:
+        """Make sure a timer fires at ``now + dt_s`` at the latest. One timer is pending at a
+        time: an earlier one stays (evaluating early changes nothing: the governor decides from
+        the utilisation at that moment, and re-arms), a later one is replaced."""
+        at = self.env.now + max(dt_s, 0.0)
+        if at >= self._timer_s:
             return
-        gen = self._gen
-        self.env.timeout(max(dt_s, 0.0)).callbacks.append(lambda _ev: self._on_timer(gen))
+        self._timer_s = at
+        self.env.timeout(max(dt_s, 0.0)).callbacks.append(lambda _ev: self._on_timer(at))
 
-    def _on_timer(self, gen: int) -> None:
-        if gen == self._gen:
-            self._evaluate()
+    def _on_timer(self, at: float) -> None:
+        if at != self._timer_s:
+            return   # superseded by an earlier timer, which has re-armed since
+        self._timer_s = math.inf
+        self._evaluate()
 
 
 GOVERNORS = {"schedutil": Schedutil, "performance": Performance, "powersave": Powersave, "userspace": Userspace}

@@ -20,11 +20,22 @@ become DRAM misses, each costing L(rho) minus the L3 hit latency more. A thread 
 working set fast keeps it; a slow one next to a streaming one loses it. (One pass after the
 memory queue, with A at the thread's rate before this penalty; the refills are not added to
 the traffic.)
+Work may also come interleaved with sleep (``idle_s_per_unit``: a loop of short calls, each
+followed by a wait shorter than anything the kernel samples): its time per unit is
+    1 / rate = 1 / rate_cpu + idle_s_per_unit,
+and its core is busy only the share ``duty = 1 - idle_s_per_unit x rate`` of the time (what
+PELT and the power model see, averaged; a core shared with other threads is busy while any
+of them runs, taken as independent: 1 - prod(1 - duty)). Its CFS share is computed as if it
+ran all the time (an assumption: a co-runner does not get the gaps back).
+
 A change is a thread starting or finishing work, an affinity or frequency change.
 At a change the scheduler (1) advances work and the platform's energy/thermal integrals to
 now, (2) re-places threads on cores, (3) recomputes rates and (4) arms one timer for the next
-completion. Changes at the same instant are coalesced into one replan, so an event is only
-ever a change, never a tick.
+completion. Changes at the same instant are coalesced into one replan that runs when the
+instant is over (`Environment.at_instant_end`, no zero-delay event), so an event is only ever
+a change, never a tick. Work may end in a callback instead of an event (``run(on_done=...)``):
+the callback runs inside the replan, so a thread that finishes and at once starts its next
+piece (or spins at a barrier) costs one replan, not two.
 
 Weights follow CFS (nice 0 = 1024, each nice step ~1.25x). Placement is pluggable: the
 default, `WakeupPlacement`, behaves like Linux (running threads stay; waking threads take idle
@@ -41,6 +52,7 @@ from typing import Callable, Iterable, Sequence
 import simpy
 
 from swansim.hw.platform import Platform
+from swansim.hw.profile import CACHE_LINE_BYTES
 
 # Linux kernel/sched/core.c sched_prio_to_weight, nice -20..19.
 NICE_TO_WEIGHT = (
@@ -55,12 +67,36 @@ NICE_TO_WEIGHT = (
 # queues are finite; requests beyond them back up into the cores, which the bandwidth cap models).
 RHO_CAP = 0.75
 _RHO_TOL = 1e-9
-# Cache line size of every core in the catalogue (Arm Cortex-A53..X3 TRMs: 64-byte lines).
-_LINE_BYTES = 64.0
 # PELT's utilisation half-life (kernel/sched/pelt.c: y^32 = 0.5 with 1 ms periods).
 PELT_HALF_LIFE_S = 0.032
 # A thread is done when less than this much of its time at its current rate is left.
 _DONE_EPS_S = 1e-12
+
+
+class Environment(simpy.Environment):
+    """SimPy's environment with work deferred to the end of the current instant.
+
+    ``at_instant_end(fn)`` runs ``fn`` once every event of the current simulated time has been
+    processed, before time moves on (or the queue runs dry). The scheduler coalesces all the
+    changes of one instant into one replan this way, without scheduling an event for it.
+    """
+
+    def __init__(self, initial_time: float = 0):
+        super().__init__(initial_time)
+        self._instant_end: list[Callable[[], None]] = []
+        self.n_events = 0   # events processed (benchmarks count work in events)
+
+    def at_instant_end(self, fn: Callable[[], None]) -> None:
+        self._instant_end.append(fn)
+
+    def step(self) -> None:
+        queue = self._queue
+        while self._instant_end and (not queue or queue[0][0] > self._now):
+            fns, self._instant_end = self._instant_end, []
+            for fn in fns:
+                fn()
+        self.n_events += 1
+        super().step()
 
 
 def nice_to_weight(nice: int) -> int:
@@ -99,7 +135,9 @@ class Thread:
     """A schedulable thread: affinity, weight, and at most one piece of work at a time."""
 
     __slots__ = ("tid", "name", "group", "weight", "affinity", "cpu", "remaining", "speed",
-                 "bytes_per_unit", "misses_per_unit", "done", "rate", "cpu_time_s", "spinning", "l3")
+                 "bytes_per_unit", "misses_per_unit", "done", "rate", "cpu_time_s", "spinning", "l3",
+                 "idle_s_per_unit", "duty")
+    # ``done``: the SimPy event to succeed, or a callable to call, when the work is done
 
     def __init__(self, tid: int, name: str, group: str, weight: float, affinity: tuple[int, ...]):
         self.tid, self.name, self.group, self.weight, self.affinity = tid, name, group, weight, affinity
@@ -108,7 +146,9 @@ class Thread:
         self.speed: Sequence[float] = ()     # work units per cycle, per cluster index
         self.bytes_per_unit = 0.0            # DRAM bytes moved per work unit
         self.misses_per_unit = 0.0           # latency-exposed DRAM misses per work unit
-        self.done: simpy.Event | None = None
+        self.idle_s_per_unit = 0.0           # sleep interleaved with the work, per unit
+        self.duty = 1.0                      # share of its time it keeps its core busy
+        self.done: simpy.Event | Callable[[], None] | None = None
         self.rate = 0.0                      # units/s at present
         self.cpu_time_s = 0.0                # time runnable on a core (incl. shared time)
         self.spinning = False                # busy-waiting: occupies its core, no progress
@@ -136,7 +176,7 @@ def place_for_throughput(sched: "Scheduler", threads: list[Thread]) -> None:
         else:
             free.append(t)
     free.sort(key=lambda t: (-t.weight, t.tid))
-    cap = sched.core_capacity()
+    cap = sched.core_capacity_now()
     for t in free:
         best, best_score = None, -1.0
         for c in t.affinity:
@@ -165,18 +205,17 @@ class WakeupPlacement:
     - an idle core pulls a thread that would run faster there (idle balance; misfit
       migration of a thread stuck on a smaller core).
 
-    Capacity is ``fmax x scalar_ipc`` (capacity_orig), not the current clock.
+    Capacity is the kernel's capacity_orig (`ClusterSpec.capacity`), not the current clock.
     """
 
     def __init__(self):
         self._running: set[int] = set()          # tids runnable in the previous plan
         self._prev_load: list[float] | None = None  # weight per core in the previous plan
+        self._order: list[int] | None = None     # cores by capacity, biggest first (fixed)
 
     def __call__(self, sched, threads: list) -> None:
-        p = sched.platform
-        n = p.n_cpus
-        cap = [p.clusters[p.cluster_of_cpu[c]].fmax_mhz * p.clusters[p.cluster_of_cpu[c]].scalar_ipc
-               for c in range(n)]
+        cap = sched.capacity
+        n = len(cap)
         load, count = [0.0] * n, [0] * n
         waking = []
         for t in threads:
@@ -221,9 +260,18 @@ class WakeupPlacement:
 
     def _idle_balance(self, threads, cap, load, count, seen_count) -> None:
         movable = [t for t in threads if len(t.affinity) > 1]
+        if not movable:
+            return
+        if self._order is None:
+            self._order = sorted(range(len(cap)), key=lambda c: (-cap[c], c))
+        order = self._order
         while True:
+            # No idle core is bigger than what every movable thread gets now: nothing moves.
+            top_idle = next((cap[c] for c in order if seen_count[c] == 0), None)
+            if top_idle is None or all(top_idle <= _GAIN * cap[t.cpu] * t.weight / load[t.cpu] for t in movable):
+                return
             best = None
-            for c in sorted((c for c in range(len(cap)) if seen_count[c] == 0), key=lambda c: (-cap[c], c)):
+            for c in (c for c in order if seen_count[c] == 0):
                 for t in movable:
                     if c not in t.affinity or not self._fits(t, c, cap):
                         continue
@@ -288,11 +336,11 @@ class CapacityAwarePlacement(WakeupPlacement):
         load = [0.0] * p.n_cpus
         for t in threads:
             load[t.cpu] += t.weight
-        cap_max = max(c.fmax_mhz * c.scalar_ipc for c in p.clusters)
+        cap_max = max(sched.capacity)
         for t in threads:
             k = p.cluster_of_cpu[t.cpu]
-            cap_now = p.freq_mhz[k] * p.clusters[k].scalar_ipc
-            self._rate[t.tid] = cap_now / cap_max * t.weight / load[t.cpu]
+            cap_now = sched.capacity[t.cpu] * p.freq_mhz[k] / p.clusters[k].fmax_mhz
+            self._rate[t.tid] = cap_now / cap_max * t.weight / load[t.cpu] * t.duty
         self._prev = list(threads)
 
     def _candidates(self, t, cap: list[float]) -> Sequence[int]:
@@ -322,16 +370,26 @@ class Scheduler:
     """Fluid CFS over a platform's cores, driven by a SimPy environment."""
 
     def __init__(self, env: simpy.Environment, platform: Platform, placement: Placement | None = None):
+        if not hasattr(env, "at_instant_end"):
+            raise TypeError("the scheduler needs swansim.kernel.sched.Environment (it coalesces a "
+                            "instant's changes at the instant's end)")
         self.env = env
         self.platform = platform
         self.placement = placement or WakeupPlacement()
+        # capacity_orig per cpu (the kernel's, fixed): what placement ranks cores by
+        self.capacity = [platform.clusters[platform.cluster_of_cpu[c]].capacity for c in range(platform.n_cpus)]
         self.threads: list[Thread] = []
         self._runnable: list[Thread] = []
         self.busy_s = [0.0] * platform.n_cpus   # per-core busy time, for governors and stats
         self._busy_now = [0.0] * platform.n_cpus
+        self._held_busy: list[float] | None = None   # a replayed batch's busy shares (`hold_busy`)
         self._time_s = env.now
         self._replan_pending = False
-        self._timer_gen = 0
+        self._changed = False       # a change arrived since the rates were last shared out
+        self._bw_bps = platform.spec.soc.dram_bandwidth_gbps * 1e9
+        self._l0_s = platform.spec.soc.dram_latency_ns * 1e-9
+        self._due_s = math.inf      # when the next piece of work completes at the current rates
+        self._timer_s = math.inf    # when the one pending completion timer fires (inf: none)
         self.n_replans = 0
         self.mem_rho = 0.0      # memory-controller load seen by latency-exposed threads (last replan)
         # Called with no arguments at the end of every replan (cpufreq governors listen here).
@@ -350,23 +408,34 @@ class Scheduler:
         return t
 
     def run(self, t: Thread, amount: float, speed: Sequence[float], bytes_per_unit: float = 0.0,
-            misses_per_unit: float = 0.0) -> simpy.Event:
-        """Give ``t`` ``amount`` units of work; the event fires when it is done.
+            misses_per_unit: float = 0.0, on_done: Callable[[], None] | None = None,
+            idle_s_per_unit: float = 0.0) -> simpy.Event | None:
+        """Give ``t`` ``amount`` units of work; the returned event fires when it is done.
 
+        With ``on_done`` no event is made: ``on_done()`` is called inside the replan that finds
+        the work done (it may give ``t`` or other threads new work; that replan places it).
         ``misses_per_unit``: DRAM misses per unit whose latency the thread waits for (not
         overlapped); they make it slower as the memory controller's load rises (module doc).
+        ``idle_s_per_unit``: sleep interleaved with the work (module doc).
         """
         if t.runnable:
             raise RuntimeError(f"{t.name} is already busy")
-        ev = self.env.event()
-        if amount <= 0:
-            ev.succeed()
-            return ev
+        if on_done is not None:
+            ev = on_done
+            if amount <= 0:
+                self.env.at_instant_end(on_done)
+                return None
+        else:
+            ev = self.env.event()
+            if amount <= 0:
+                ev.succeed()
+                return ev
         self._touch()
         t.remaining, t.speed, t.bytes_per_unit, t.done = amount, speed, bytes_per_unit, ev
         t.misses_per_unit = misses_per_unit
+        t.idle_s_per_unit, t.duty = idle_s_per_unit, 1.0
         self._runnable.append(t)
-        return ev
+        return ev if on_done is None else None
 
     def spin(self, t: Thread) -> None:
         """Busy-wait (e.g. an OpenMP barrier): ``t`` holds its core without progress until `stop`."""
@@ -381,7 +450,7 @@ class Scheduler:
         if not t.runnable:
             return
         self._touch()
-        t.spinning, t.done, t.remaining, t.rate = False, None, 0.0, 0.0
+        t.spinning, t.done, t.remaining, t.rate, t.idle_s_per_unit = False, None, 0.0, 0.0, 0.0
         self._runnable.remove(t)
 
     def set_affinity(self, t: Thread, cpus: Iterable[int]) -> None:
@@ -390,6 +459,12 @@ class Scheduler:
             raise ValueError(f"affinity {cpus} is not a set of this SoC's cpus")
         self._touch()
         t.affinity = cpus
+
+    def hold_busy(self, busy: Sequence[float] | None) -> None:
+        """Replay: each core is busy ``busy[c]`` of the time from now (what governors and busy
+        time see) whatever threads run; None returns to the threads' own activity."""
+        self._touch()
+        self._held_busy = None if busy is None else list(busy)
 
     def set_freq(self, cluster: int, freq_mhz: float) -> None:
         """A frequency-domain change: takes effect now."""
@@ -400,11 +475,11 @@ class Scheduler:
 
     # -- readings -----------------------------------------------------------------------------
 
-    def core_capacity(self) -> list[float]:
-        """Scalar throughput of each core now (instructions/s), for placement decisions."""
+    def core_capacity_now(self) -> list[float]:
+        """capacity_orig scaled by each core's current clock (for greedy placement)."""
         p = self.platform
-        return [p.freq_mhz[p.cluster_of_cpu[c]] * p.clusters[p.cluster_of_cpu[c]].scalar_ipc
-                for c in range(p.n_cpus)]
+        return [self.capacity[c] * p.freq_mhz[k] / p.clusters[k].fmax_mhz
+                for c, k in enumerate(p.cluster_of_cpu)]
 
     @property
     def busy_now(self) -> list[float]:
@@ -415,14 +490,15 @@ class Scheduler:
         """Bring work progress, busy time, energy and temperatures up to now."""
         now = self.env.now
         dt = now - self._time_s
-        if dt > 0.0:
-            for t in self._runnable:
-                t.remaining -= t.rate * dt
-                t.cpu_time_s += dt
-            busy = self.busy_s
-            for c, b in enumerate(self._busy_now):
-                busy[c] += b * dt
-            self._time_s = now
+        if dt <= 0.0:
+            return   # the platform is only ever advanced with the scheduler: it is at now too
+        for t in self._runnable:
+            t.remaining -= t.rate * dt
+            t.cpu_time_s += dt
+        busy = self.busy_s
+        for c, b in enumerate(self._busy_now):
+            busy[c] += b * dt
+        self._time_s = now
         self.platform.advance(now)
 
     # -- machinery ----------------------------------------------------------------------------
@@ -430,40 +506,64 @@ class Scheduler:
     def _touch(self) -> None:
         """Something changes now: settle the past and replan once this instant is over."""
         self.sync()
+        self._changed = True
         if not self._replan_pending:
             self._replan_pending = True
-            self.env.timeout(0).callbacks.append(self._replan)
+            self.env.at_instant_end(self._replan)
 
-    def _replan(self, _event=None) -> None:
-        self._replan_pending = False
+    def _replan(self) -> None:
         self.sync()
         self.n_replans += 1
-        # Finish whatever has (numerically) completed before sharing out the cores again.
-        finished = [t for t in self._runnable if t.done is not None and t.remaining <= t.rate * _DONE_EPS_S]
-        for t in finished:
-            self._runnable.remove(t)
-            ev, t.done, t.remaining, t.rate = t.done, None, 0.0, 0.0
-            ev.succeed()
+        # Finish whatever has (numerically) completed before sharing out the cores again. A
+        # completion callback may start new work: it joins this replan.
+        while True:
+            finished = [t for t in self._runnable if t.done is not None and t.remaining <= t.rate * _DONE_EPS_S]
+            if not finished:
+                break
+            for t in finished:
+                self._runnable.remove(t)
+                done, t.done, t.remaining, t.rate, t.idle_s_per_unit = t.done, None, 0.0, 0.0, 0.0
+                if isinstance(done, simpy.Event):
+                    done.succeed()
+                else:
+                    done()
+        self.placement(self, self._runnable)
+        # Sharing out can change what the listeners decide (a governor picks a new clock at
+        # once): then the rates are shared out again at this instant, placement unchanged.
+        while True:
+            self._changed = False
+            self._share()
+            for hook in self.on_replan:
+                hook()
+            if not self._changed:
+                break
+        self._replan_pending = False
+
+    def _share(self) -> None:
+        """Rates of the placed runnable threads, the platform's activity, the next completion."""
         runnable = self._runnable
         p = self.platform
-        self.placement(self, runnable)
         weight_on = [0.0] * p.n_cpus
         for t in runnable:
             weight_on[t.cpu] += t.weight
         dram_bps = 0.0
         exposed = []
+        freq, cl = p.freq_mhz, p.cluster_of_cpu
+        gaps = False
         for t in runnable:
             if t.spinning:
                 t.rate = 0.0
                 continue
-            k = p.cluster_of_cpu[t.cpu]
-            t.rate = p.freq_mhz[k] * 1e6 * t.speed[k] * t.weight / weight_on[t.cpu]
+            k = cl[t.cpu]
+            t.rate = freq[k] * 1e6 * t.speed[k] * t.weight / weight_on[t.cpu]
+            if t.idle_s_per_unit > 0.0 and t.rate > 0.0:
+                t.rate = 1.0 / (1.0 / t.rate + t.idle_s_per_unit)
+                gaps = True
             if t.misses_per_unit > 0.0 and t.rate > 0.0:
                 exposed.append(t)
             else:
                 dram_bps += t.rate * t.bytes_per_unit
-        bw = p.spec.soc.dram_bandwidth_gbps * 1e9
-        l0_s = p.spec.soc.dram_latency_ns * 1e-9
+        bw, l0_s = self._bw_bps, self._l0_s
         self.mem_rho = 0.0
         if exposed:
             dram_bps = self._queue(exposed, dram_bps, bw, l0_s)
@@ -471,7 +571,7 @@ class Scheduler:
             miss_s = l0_s / (1.0 - self.mem_rho)
             for t in runnable:
                 if t.l3 is not None and t.rate > 0.0:
-                    own_bps = t.rate * t.l3.accesses_per_unit * _LINE_BYTES
+                    own_bps = t.rate * t.l3.accesses_per_unit * CACHE_LINE_BYTES
                     lost = t.l3.lost_share(own_bps, dram_bps - t.rate * t.bytes_per_unit)
                     extra_s = (t.l3.accesses_per_unit * t.l3.exposed_share * lost
                                * max(0.0, miss_s - t.l3.hit_latency_s))
@@ -484,11 +584,18 @@ class Scheduler:
                 if t.bytes_per_unit > 0.0:
                     t.rate *= scale
             dram_bps = bw
-        self._busy_now = [1.0 if w > 0 else 0.0 for w in weight_on]
-        p.set_activity(list(self._busy_now), dram_bps)
+        busy = [1.0 if w > 0 else 0.0 for w in weight_on]
+        if self._held_busy is not None:
+            busy = list(self._held_busy)
+        elif gaps:
+            idle_share = [1.0] * len(busy)
+            for t in runnable:
+                t.duty = 1.0 - t.idle_s_per_unit * t.rate if t.idle_s_per_unit > 0.0 else 1.0
+                idle_share[t.cpu] *= 1.0 - t.duty
+            busy = [b * (1.0 - z) for b, z in zip(busy, idle_share)]
+        self._busy_now = busy
+        p.set_activity(busy, dram_bps)
         self._arm_timer()
-        for hook in self.on_replan:
-            hook()
 
     def _queue(self, exposed: list[Thread], fixed_bps: float, bw: float, l0_s: float) -> float:
         """Slow latency-exposed threads by memory queueing at the fixed-point load; total traffic."""
@@ -518,15 +625,29 @@ class Scheduler:
         return traffic(rho)
 
     def _arm_timer(self) -> None:
+        """Arm the timer of the next completion. One timer is pending at a time: an earlier one
+        stays (when it fires early it re-arms for the true completion), a later one is replaced."""
         dt = math.inf
         for t in self._runnable:
             if t.rate > 0.0:
                 dt = min(dt, t.remaining / t.rate)
-        self._timer_gen += 1
-        if dt < math.inf:
-            gen = self._timer_gen
-            self.env.timeout(max(dt, 0.0)).callbacks.append(lambda ev: self._on_timer(gen))
+        now = self.env.now
+        self._due_s = now + dt
+        if dt < math.inf and self._due_s < self._timer_s:
+            self._set_timer(max(dt, 0.0))
 
-    def _on_timer(self, gen: int) -> None:
-        if gen == self._timer_gen and not self._replan_pending:
-            self._replan()
+    def _set_timer(self, dt_s: float) -> None:
+        at = self._timer_s = self.env.now + dt_s
+        self.env.timeout(dt_s).callbacks.append(lambda _ev: self._on_timer(at))
+
+    def _on_timer(self, at: float) -> None:
+        if at != self._timer_s:
+            return   # superseded by an earlier timer
+        self._timer_s = math.inf
+        if self._replan_pending:
+            return   # this instant's replan will see the completion and re-arm
+        left = self._due_s - self.env.now
+        if left > _DONE_EPS_S * max(1.0, self._due_s):
+            self._set_timer(left)   # fired early: the completion moved later meanwhile
+        else:
+            self._touch()

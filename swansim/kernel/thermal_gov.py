@@ -115,6 +115,7 @@ class ThermalZone:
         self.first_throttle_s: float | None = None
         self.shutdown_s: float | None = None
         self.n_polls = 0
+        self.on_cap_change: list = []   # listeners, called with each CapChange (probes, fast-forward)
         self._hot = [tp.temp_c for tp in spec.trips if tp.kind == "hot"]
         self._critical = [tp.temp_c for tp in spec.trips if tp.kind == "critical"]
         # Boards have no user holding them: their status comes from the CPU trips only.
@@ -178,9 +179,12 @@ class ThermalZone:
         p.set_cap(cap_mhz)
         if p.cap_mhz != old:
             now = self.env.now
-            self.cap_log.append(CapChange(now, p.name, old, p.cap_mhz, self.temp_c, self.rising))
+            change = CapChange(now, p.name, old, p.cap_mhz, self.temp_c, self.rising)
+            self.cap_log.append(change)
             if p.cap_mhz < p.fmax_mhz and self.first_throttle_s is None:
                 self.first_throttle_s = now
+            for listener in self.on_cap_change:
+                listener(change)
 
 
 class StepWise(ThermalZone):
@@ -339,7 +343,20 @@ def divvy_up_power(req_w: Sequence[float], max_w: Sequence[float], budget_w: flo
     return granted
 
 
-THERMAL_GOVERNORS = {"step_wise": StepWise, "power_allocator": PowerAllocator}
+class Off(ThermalZone):
+    """No thermal management: caps stay where they are set (the batch model measures a batch at
+    given caps, with temperatures held at ambient)."""
+
+    name = "off"
+
+    def start(self):
+        return None
+
+    def throttle(self, temp_c: float) -> None:
+        pass
+
+
+THERMAL_GOVERNORS = {"step_wise": StepWise, "power_allocator": PowerAllocator, "off": Off}
 
 
 def make_thermal_governor(name: str, sched: Scheduler, policies: Sequence[CpufreqPolicy], spec: ThermalSpec,

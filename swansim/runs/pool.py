@@ -36,41 +36,49 @@ def check_jobs(jobs: int | None, where: str = "--jobs") -> int:
 
 def run_all(fn: Callable[..., Any], args: Sequence[tuple], jobs: int | None = None, desc: str = "",
             on_result: Callable[[int, Any], None] | None = None, progress: bool = True,
-            labels: Iterable[str] | None = None) -> list[Any]:
+            labels: Iterable[str] | None = None, pool: ProcessPoolExecutor | None = None) -> list[Any]:
     """``[fn(*a) for a in args]``, over ``jobs`` processes (1: in this process).
 
     ``fn`` must be a module-level function (it is pickled). ``on_result(i, result)`` is called
-    in this process as each result arrives.
+    in this process as each result arrives. ``pool``: an executor to reuse (its workers keep
+    their caches between calls), instead of one made for this call.
     """
-    jobs = min(check_jobs(jobs), max(len(args), 1))
+    jobs = 1 if pool is not None else min(check_jobs(jobs), max(len(args), 1))
     labels = list(labels) if labels is not None else None
-    out: list[Any] = [None] * len(args)
     bar = tqdm(total=len(args), desc=desc or fn.__name__, unit="run", disable=not progress, leave=False)
     try:
-        if jobs == 1:
-            for i, a in enumerate(args):
-                if labels:
-                    bar.set_postfix_str(labels[i])
-                out[i] = fn(*a)
-                if on_result:
-                    on_result(i, out[i])
-                bar.update()
-            return out
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            pending = {pool.submit(fn, *a): i for i, a in enumerate(args)}
-            try:
-                while pending:
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in sorted(done, key=pending.get):
-                        i = pending.pop(fut)
-                        out[i] = fut.result()
-                        if on_result:
-                            on_result(i, out[i])
-                        bar.update()
-            except BaseException:
-                for fut in pending:
-                    fut.cancel()
-                raise
+        if pool is not None:
+            return _collect(pool, fn, args, on_result, bar)
+        if jobs > 1:
+            with ProcessPoolExecutor(max_workers=jobs) as own:
+                return _collect(own, fn, args, on_result, bar)
+        out: list[Any] = [None] * len(args)
+        for i, a in enumerate(args):
+            if labels:
+                bar.set_postfix_str(labels[i])
+            out[i] = fn(*a)
+            if on_result:
+                on_result(i, out[i])
+            bar.update()
         return out
     finally:
         bar.close()
+
+
+def _collect(pool: ProcessPoolExecutor, fn, args, on_result, bar) -> list[Any]:
+    out: list[Any] = [None] * len(args)
+    pending = {pool.submit(fn, *a): i for i, a in enumerate(args)}
+    try:
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=pending.get):
+                i = pending.pop(fut)
+                out[i] = fut.result()
+                if on_result:
+                    on_result(i, out[i])
+                bar.update()
+    except BaseException:
+        for fut in pending:
+            fut.cancel()
+        raise
+    return out

@@ -25,30 +25,23 @@ per-group loop PyTorch 1.x runs for grouped convolutions):
      that woke m workers waits for the last of them, ``H_m`` mean latencies on average
      (exponential spread). Spinning is busy (power, utilisation), sleeping is idle.
 
-``layer_regions`` gives the work items (the simulation runs them through the fluid scheduler
-and DVFS); ``estimate`` runs the same formulas at fixed frequencies without interference, or -
-``governor="schedutil"`` - at the steady state schedutil settles to for the job's utilisation
-(a job whose threads sleep a lot runs at a lower OPP): fast predictions for policies and for
-the calibration fit.
+``layer_regions`` gives the work items; the training job (swansim.dnn.training) runs them
+through the fluid scheduler and DVFS, and ``time_region`` times a per-group loop's repeats
+(who spins, who sleeps) for it. What a whole batch costs is the simulation's answer alone
+(swansim.batchmodel); nothing here predicts it.
 """
 from __future__ import annotations
 
-import bisect
 import math
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 from swansim.dnn.choices import Choice, Plan
 from swansim.dnn.graph import Layer, Model
 from swansim.dnn.runtime import OpParams, Runtime
 from swansim.errors import InputError
-from swansim.hw.power import IDLE_LEAK_FRACTION, dynamic_power_w, leakage_w
-from swansim.hw.profile import SocSpec
-from swansim.kernel.cpufreq import (DOWN_RATE_LIMIT_S, PELT_HALF_LIFE_S, SCHEDUTIL_HEADROOM,
-                                     UP_RATE_LIMIT_S)
+from swansim.hw.profile import CACHE_LINE_BYTES as LINE_BYTES, SocSpec
 
-LINE_BYTES = 64
-GOVERNED_CHUNK_S = 0.016    # the schedutil fast-forward decides at least this often (half a PELT half-life)
 # Autograd of PyTorch's per-group loop, per group: SliceBackward allocates a zero-filled
 # gradient of the whole input (one write pass), the engine's InputBuffer adds it to the running
 # sum (read two, write one): of ``grouped_bwd_passes`` element passes, this many are the zero fill.
@@ -484,219 +477,3 @@ def time_region(view: SocView, r: Region, kc: Sequence[int], f_hz: Sequence[floa
     busy = [b1[i] + (r.repeat - 1) * bs[i] for i in range(n)]
     arrive = [total - ds + es[i] for i in range(n)]
     return RegionTime(total, busy, arrive)
-
-
-# ---------------------------------------------------------------------------------------------
-# Analytical estimate: the same regions at fixed frequencies, no interference.
-
-
-@dataclass
-class Estimate:
-    latency_s: float
-    energy_j: float                      # above the idle floor (background subtracted)
-    busy_s: list[float]                  # per cpu: running or spinning
-    region_s: list[float] = field(default_factory=list)
-    freq_mhz: list[float] = field(default_factory=list)
-
-    @property
-    def power_w(self) -> float:
-        return self.energy_j / self.latency_s if self.latency_s else 0.0
-
-
-def estimate(view: SocView, model: Model, plan: Plan, mode: str = "train",
-             freq_mhz: Sequence[float] | None = None, temp_c: float = 25.0,
-             keep_regions: bool = False, governor: str | None = None) -> Estimate:
-    """Latency and net energy of one mini-batch.
-
-    At fixed frequencies (default: the top OPPs), or with ``governor="schedutil"`` under the
-    simulation's schedutil fast-forwarded through the regions (``_estimate_schedutil``); then
-    ``freq_mhz`` of the result is the time-averaged frequency per cluster.
-    """
-    regions = batch_regions(view, model, plan, mode)
-    if governor is None or governor == "performance":
-        return _estimate_at(view, regions, plan, freq_mhz, temp_c, keep_regions)
-    if governor != "schedutil":
-        raise ValueError(f"governor must be None, 'performance' or 'schedutil', got {governor!r}")
-    return _estimate_schedutil(view, regions, plan, temp_c, keep_regions)
-
-
-def _estimate_schedutil(view: SocView, regions: Sequence[Region], plan: Plan, temp_c: float,
-                        keep_regions: bool, passes: int = 1) -> Estimate:
-    """The batch under schedutil: the governor of swansim.kernel.cpufreq fast-forwarded.
-
-    Per core a PELT-like average of its busy share (half-life 32 ms, not frequency-invariant),
-    per cluster ``1.25 x f_max x`` the busiest core's average rounded up to an OPP, changes held
-    back by the up/down rate limits. Regions advance in chunks of at most ``GOVERNED_CHUNK_S``
-    at a constant busy share (a per-group loop as its first and its steady repeats), and the
-    governor decides after each chunk. The batch starts as one after a previous batch would:
-    the job's cores busy (averages at 1, top OPPs; a training batch ends with the optimizer's
-    short regions and starts with the first layers', both keeping the master busy); with
-    ``passes=2`` a first batch warms up from an idle start instead, as the simulation's warm-up
-    batch does.
-    """
-    soc = view.soc
-    nk = len(soc.clusters)
-    opps = [c.opp_freq_mhz for c in soc.clusters]
-    job_cpus = {c for ch in {*plan.fwd, *plan.bwd, plan.update} for c in ch.thread_cpus(soc)}
-    warm = passes == 1
-    fidx = [len(o) - 1 if warm and any(c in job_cpus for c in cl.cpus) else 0
-            for o, cl in zip(opps, soc.clusters)]
-    last_change = [-math.inf] * nk
-    util = [1.0 if warm and c in job_cpus else 0.0 for c in range(soc.n_cpus)]
-    bw = soc.dram_bandwidth_gbps * 1e9
-    tables: dict[tuple, tuple] = {}
-    now = 0.0
-    free_at: dict[int, float] = {}
-    scale = [SCHEDUTIL_HEADROOM * o[-1] for o in opps]
-    used = sorted({view.cluster_of_cpu[c] for ch in {*plan.fwd, *plan.bwd, plan.update}
-                   for c in ch.thread_cpus(soc)})
-    ncpu, cl_cpus, soc_w = soc.n_cpus, [c.cpus for c in soc.clusters], soc.soc_active_mw / 1000.0
-    result = None
-    for _ in range(passes):
-        t0 = now
-        energy, busy_tot, dram_bytes, times = 0.0, [0.0] * soc.n_cpus, 0.0, []
-        f_time = [0.0] * nk
-
-        def advance(dur, cpus, kc, busy_share):
-            """Time ``dur`` passes with these cpus busy for these shares of it; then the governor."""
-            nonlocal now, energy
-            key = tuple(fidx)
-            tab = tables.get(key)
-            if tab is None:
-                f_now = [opps[k][fidx[k]] for k in range(nk)]
-                tab = tables[key] = (*_power_tables(soc, [f * 1e6 for f in f_now], temp_c), f_now)
-            busy_w, clus_w, f_now = tab
-            decay = 2.0 ** (-dur / PELT_HALF_LIFE_S)
-            for c in range(ncpu):
-                util[c] *= decay
-            active = [0.0] * nk   # a cluster's shared logic (and the uncore) draws while a core is busy
-            for i, cpu in enumerate(cpus):
-                share = busy_share[i]
-                b = share * dur
-                busy_tot[cpu] += b
-                energy += busy_w[cpu] * b
-                util[cpu] += share * (1.0 - decay)
-                active[kc[i]] = max(active[kc[i]], share)
-            for k in set(kc):
-                energy += clus_w[k] * dur * active[k]
-            energy += soc_w * dur * max(active)
-            for k in range(nk):
-                f_time[k] += f_now[k] * dur
-            now += dur
-            for k in used:
-                u = max(util[c] for c in cl_cpus[k])
-                want = min(bisect.bisect_left(opps[k], scale[k] * u - 1e-9), len(opps[k]) - 1)
-                if want != fidx[k]:
-                    limit = UP_RATE_LIMIT_S if want > fidx[k] else DOWN_RATE_LIMIT_S
-                    if now - last_change[k] >= limit - 1e-12:
-                        fidx[k] = want
-                        last_change[k] = now
-
-        for r in regions:
-            choice = _choice_of(plan, r)
-            cpus = choice.thread_cpus(soc)[:len(r.team)]
-            kc = [view.cluster_of_cpu[c] for c in cpus]
-            start = now
-
-            def timing():
-                return _Timing(view, r, kc, [opps[k][fidx[k]] * 1e6 for k in kc], bw)
-
-            def run(reps, d, b, e, retime):
-                """``reps`` repeats of (d, b, e) in chunks; re-timed when the OPPs change."""
-                left = 1.0
-                while left > 1e-12:
-                    piece = min(left, GOVERNED_CHUNK_S / (reps * d)) if reps * d > 0 else left
-                    before = list(fidx)
-                    advance(piece * reps * d, cpus, kc, [x / d if d else 0.0 for x in b])
-                    left -= piece
-                    if left > 1e-12 and fidx != before:
-                        d, b, e = retime(timing())
-                return d, b, e
-
-            t = timing()
-            gaps = [0.0] + [now + t.t_ser - free_at.get(cpus[i], now) for i in range(1, len(cpus))]
-            d, b, e = run(1, *t.one(gaps), lambda tm: tm.one(gaps))
-            if r.repeat > 1:
-                d0, e0 = d, e
-                d, b, e = run(r.repeat - 1, *timing().steady(d0, e0), lambda tm: tm.steady(d0, e0))
-            end_d, end_e = d, e
-            for i in range(1, len(cpus)):
-                free_at[cpus[i]] = now - end_d + end_e[i]
-            dram_bytes += r.repeat * sum(w.units * w.bytes_per_unit for w in r.team)
-            if keep_regions:
-                times.append(now - start)
-        energy += dram_bytes * soc.dram_energy_pj_per_byte * 1e-12
-        lat = now - t0
-        result = Estimate(lat, energy, busy_tot, times, [ft / lat for ft in f_time])
-    return result
-
-
-def _estimate_at(view: SocView, regions: Sequence[Region], plan: Plan,
-                 freq_mhz: Sequence[float] | None, temp_c: float, keep_regions: bool) -> Estimate:
-    soc = view.soc
-    f_cl = [f * 1e6 for f in (freq_mhz or [c.fmax_mhz for c in soc.clusters])]
-    busy_w, clus_w = _power_tables(soc, f_cl, temp_c)
-    bw = soc.dram_bandwidth_gbps * 1e9
-    now = 0.0
-    energy = 0.0
-    busy = [0.0] * soc.n_cpus
-    free_at: dict[int, float] = {}
-    times = []
-    dram_bytes = 0.0
-    for r in regions:
-        choice = _choice_of(plan, r)
-        cpus = choice.thread_cpus(soc)[:len(r.team)]
-        kc = [view.cluster_of_cpu[c] for c in cpus]
-        f = [f_cl[k] for k in kc]
-        t_serial = r.serial_cycles[kc[0]] / f[0]
-        gaps = [0.0] + [now + t_serial - free_at.get(cpus[i], now) for i in range(1, len(cpus))]
-        rt_ = time_region(view, r, kc, f, gaps, bw)
-        dur = rt_.duration
-        e = 0.0
-        active: dict[int, float] = {}   # busy share of the busiest core per cluster (shared logic, uncore)
-        for i, cpu in enumerate(cpus):
-            busy[cpu] += rt_.busy[i]
-            e += busy_w[cpu] * rt_.busy[i]
-            active[kc[i]] = max(active.get(kc[i], 0.0), min(1.0, rt_.busy[i] / dur) if dur else 0.0)
-            if i > 0:
-                free_at[cpu] = now + rt_.arrive[i]
-        for k, a in active.items():
-            e += clus_w[k] * dur * a
-        e += soc.soc_active_mw / 1000.0 * dur * max(active.values())
-        dram_bytes += r.repeat * sum(w.units * w.bytes_per_unit for w in r.team)
-        energy += e
-        now += dur
-        if keep_regions:
-            times.append(dur)
-    energy += dram_bytes * soc.dram_energy_pj_per_byte * 1e-12
-    return Estimate(now, energy, busy, times, [f / 1e6 for f in f_cl])
-
-
-def _choice_of(plan: Plan, r: Region) -> Choice:
-    if r.phase == "fwd":
-        return plan.fwd[r.layer]
-    if r.phase == "update":
-        return plan.update
-    return plan.bwd[r.layer]
-
-
-def _power_tables(soc: SocSpec, f_hz: Sequence[float], temp_c: float):
-    """Net busy power per cpu (above idle) and cluster-active power, at fixed frequencies."""
-    per_cpu = [0.0] * soc.n_cpus
-    clus = []
-    for k, c in enumerate(soc.clusters):
-        f = f_hz[k] / 1e6
-        p = dynamic_power_w(c, f) + leakage_w(c, f, temp_c, soc.leakage_ref_c, soc.leakage_doubling_c) * (1 - IDLE_LEAK_FRACTION)
-        for cpu in c.cpus:
-            per_cpu[cpu] = p
-        v_ratio = c.voltage_v(f) / (c.opp_voltage_mv[-1] / 1000.0)
-        clus.append(c.cluster_active_mw / 1000.0 * v_ratio * v_ratio * f / c.fmax_mhz)
-    return per_cpu, clus
-
-
-def estimate_choice(soc: SocSpec, runtime: Runtime, model: Model, choice: Choice,
-                    mode: str = "train", **kw) -> Estimate:
-    """Shortcut: one choice for every layer."""
-    view = SocView.of(soc, runtime)
-    return estimate(view, model, Plan.uniform(choice, len(model.layers)), mode, **kw)
-

@@ -1,0 +1,84 @@
+"""What one simulated training batch costs, per model and choice class, in bare SimPy events.
+
+For each model of the Swan tasks and each class of execution choice on the Pixel 3 (PyTorch's
+default, one big core, all big cores, one little core, all little cores, all cores), a fresh
+device runs ``--batches`` batches from a cool start (device set-up included). Printed per case: CPU seconds
+per batch as a multiple of one bare SimPy event timed just before and after it (so the
+figure compares across machines and survives a loaded one), simulator events and replans per
+batch, events per simulated second; then the cost of one idle simulated second and the memory
+of a phone with a training job (tracemalloc peak).
+
+Run: .venv/bin/python benchmarks/bench_batch.py [--batches 2] [--models resnet34,...]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+
+from _bare import bare_event_s
+
+from swansim.device import Device, DeviceConfig
+from swansim.dnn.choices import Choice, parse_choice, pytorch_default
+from swansim.dnn.runtime import load_runtime
+from swansim.dnn.tasks import SWAN_TASKS, build_task
+from swansim.dnn.training import TrainingJob
+
+CHOICES = ("default", "4", "4567", "0", "0123", "01234567")
+
+
+def one_case(model: str, choice: Choice, batches: int) -> dict:
+    graph, rt = build_task(model), load_runtime("pytorch")
+    t0 = time.process_time()
+    dev = Device(DeviceConfig(device="pixel3"))
+    job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, choice, n_batches=batches, record_layers=False)
+    dev.env.run(until=job.process)
+    cpu = time.process_time() - t0
+    return {"cpu_s": cpu / batches, "events": dev.env.n_events / batches, "replans": dev.sched.n_replans / batches,
+            "sim_s": dev.env.now / batches}
+
+
+def idle_second(sim_s: float = 600.0) -> dict:
+    dev = Device(DeviceConfig(device="pixel3"))
+    t0, e0 = time.process_time(), dev.env.n_events
+    dev.run(sim_s)
+    return {"cpu_s": (time.process_time() - t0) / sim_s, "events": (dev.env.n_events - e0) / sim_s}
+
+
+def phone_bytes(model: str) -> int:
+    tracemalloc.start()
+    dev = Device(DeviceConfig(device="pixel3"))
+    job = TrainingJob(dev.env, dev.sched, dev.spec.soc, build_task(model), load_runtime("pytorch"),
+                      pytorch_default(dev.spec.soc), n_batches=1, record_layers=False)
+    dev.env.run(until=job.process)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int, default=3)
+    ap.add_argument("--models", default=",".join(SWAN_TASKS))
+    ap.add_argument("--choices", default=",".join(CHOICES))
+    args = ap.parse_args(argv)
+    soc = Device(DeviceConfig(device="pixel3")).spec.soc
+    print(f"{'model':<20} {'choice':<10} {'bare events/batch':>17} {'events/batch':>12} {'replans/batch':>13} "
+          f"{'sim s/batch':>11} {'events/sim s':>12}")
+    for model in args.models.split(","):
+        for label in args.choices.split(","):
+            choice = pytorch_default(soc) if label == "default" else parse_choice(label, soc)
+            before = bare_event_s(100_000, 2)
+            r = one_case(model, choice, args.batches)
+            bare = (before + bare_event_s(100_000, 2)) / 2
+            print(f"{model:<20} {label:<10} {r['cpu_s'] / bare:>17,.0f} {r['events']:>12,.0f} {r['replans']:>13,.0f} "
+                  f"{r['sim_s']:>11.3f} {r['events'] / r['sim_s']:>12,.0f}", flush=True)
+    bare = bare_event_s(100_000, 2)
+    idle = idle_second()
+    print(f"\nidle phone: {idle['cpu_s'] / bare:,.1f} bare events and {idle['events']:.1f} events per simulated second")
+    for model in args.models.split(","):
+        print(f"phone with a {model} job (one batch): peak {phone_bytes(model) / 1e6:.2f} MB (tracemalloc)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""What one mini-batch costs on a phone - latency, energy, heat - memoised from the simulation.
+
+`simulate_batch` is the one place a batch's cost is computed: the event-level simulation
+(swansim.device + swansim.dnn.training) of a fresh phone of the key's profile with every
+thermal node held at ambient (`DeviceConfig.frozen_temps`), the key's cpufreq caps fixed (no
+thermal governor), the key's foreground app (if any) running, and the training job on the
+key's plan; after the warm-up batches, the mean of the measured ones. A `BatchCost` holds the
+latency, the energy (the whole device's, and above the idle floor as the paper reports it),
+the mean power of every line of the energy account, the mean busy share of every core and
+the time of every layer phase. Landscapes, the calibration and the fleet all read it here.
+
+`BatchModel` memoises costs (bounded, least recently used out, hit and miss counters); a key
+names the profile, so the memo is shared by every phone of one profile. `FastForward`
+advances a phone by whole batches with it: the measured mean power is replayed on the
+phone's own platform (`Platform.hold`, leakage rescaled to the temperatures it has reached)
+for the batch's latency, so its energy account, RC network, battery, cpufreq and thermal
+governors run exactly as in the full simulation, with a handful of events per batch instead
+of thousands. A cap change in the middle of a batch ends that part of it: the rest runs at
+the new caps' cost (progress is shared out in proportion to time).
+
+The batch model is tested against the full simulation (tests/test_batchmodel.py); what it
+leaves out is the within-batch variation of power (heat is replayed as the batch's mean) and
+the thermal history's effect on the batch itself (only caps and leakage carry it).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Callable, Sequence
+
+import numpy as np
+
+from swansim.device import Device, DeviceConfig
+from swansim.dnn.choices import Choice, Plan
+from swansim.dnn.graph import Model
+from swansim.dnn.runtime import Runtime, load_runtime
+from swansim.dnn.tasks import build_task
+from swansim.dnn.training import TrainingJob
+from swansim.hw.profile import Catalogue, DeviceSpec
+
+
+@dataclass(frozen=True)
+class BatchKey:
+    """Everything a batch's cost depends on. ``caps_mhz``: per-cluster thermal caps (None:
+    none); ``foreground``: the app category on the screen, or None (screen off)."""
+
+    device: str
+    model: str
+    plan: Plan | Choice
+    runtime: str = "pytorch"
+    governor: str = "schedutil"
+    placement: str = "wakeup"
+    caps_mhz: tuple[float, ...] | None = None
+    foreground: str | None = None
+    mode: str = "train"
+    batch: int | None = None
+    input_shape: tuple[int, int, int] | None = None
+    num_classes: int | None = None
+    batches: int = 1
+    warmup: int = 1
+    seed: int = 0
+
+    def with_caps(self, caps_mhz: Sequence[float] | None) -> "BatchKey":
+        return replace(self, caps_mhz=None if caps_mhz is None else tuple(caps_mhz))
+
+
+@dataclass(frozen=True)
+class BatchCost:
+    """One mini-batch, the mean over the measured ones."""
+
+    latency_s: float
+    energy_j: float                   # the whole device over the batch (nodes at at_temp_c)
+    net_energy_j: float               # above the idle floor: what the training adds
+    power_w: tuple[float, ...]        # mean power per line of the energy account
+    busy: tuple[float, ...]           # mean busy share per cpu
+    at_temp_c: float                  # the temperature every node was held at
+    layer_s: tuple[tuple[int, str, float], ...] = ()   # (layer, phase, seconds) in execution order
+
+    @property
+    def power_total_w(self) -> float:
+        return self.energy_j / self.latency_s
+
+
+@lru_cache(maxsize=1)
+def _catalogue() -> Catalogue:
+    return Catalogue.load()
+
+
+@lru_cache(maxsize=16)
+def _graph(model: str, batch, input_shape, num_classes, mode: str) -> Model:
+    return build_task(model, batch, input_shape, num_classes, mode)
+
+
+def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
+                   record_layers: bool = True) -> BatchCost:
+    """The event-level simulation of ``key``'s batch (see the module doc). ``runtime`` and
+    ``spec`` replace the named runtime and profile (a calibration trial, a swept figure)."""
+    from swansim.apps.appmodels import App, load_app_table
+    from swansim.apps.ux import UxRecorder
+
+    spec = spec or _catalogue().device(key.device)
+    rt = runtime or load_runtime(key.runtime)
+    graph = _graph(key.model, key.batch, key.input_shape, key.num_classes, key.mode)
+    cfg = DeviceConfig(device=key.device, seed=key.seed, governor=key.governor, placement=key.placement,
+                       thermal_governor="off", frozen_temps=True, screen_on=key.foreground is not None)
+    dev = Device(cfg, spec=spec)
+    if key.caps_mhz is not None:
+        for policy, cap in zip(dev.cpufreq, key.caps_mhz):
+            policy.set_cap(cap)
+    idle_floor_w = dev.platform.total_power_w
+    if key.foreground is not None:
+        table = load_app_table()
+        App(dev.env, dev.sched, dev.spec, table.categories[key.foreground], table.android, UxRecorder(),
+            np.random.default_rng([key.seed, 1]), memory=table.memory).start()
+    job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, key.plan, mode=key.mode,
+                      n_batches=key.warmup + key.batches, idle_floor_w=idle_floor_w,
+                      record_layers=record_layers)
+    marks: list[tuple[float, np.ndarray, list[float]]] = []
+
+    def mark() -> None:
+        dev.sched.sync()
+        marks.append((dev.env.now, dev.platform.energy_j.copy(), list(dev.sched.busy_s)))
+
+    if key.warmup == 0:
+        mark()
+    ends = {key.warmup - 1, key.warmup + key.batches - 1}
+    job.on_batch = lambda row, _layers: mark() if row[0] in ends else None
+    dev.env.run(until=job.process)
+    (t0, e0, b0), (t1, e1, b1) = marks[0], marks[-1]
+    n, span = key.batches, t1 - t0
+    energy = (e1 - e0) / n
+    layer_s: dict[tuple[int, str], float] = {}
+    for b, layer, _, _, phase, _, start, end in job.layer_rows:
+        if b >= key.warmup:
+            layer_s[(layer, phase)] = layer_s.get((layer, phase), 0.0) + (end - start) / n
+    return BatchCost(
+        latency_s=span / n, energy_j=float(energy.sum()),
+        net_energy_j=float(energy.sum()) - idle_floor_w * span / n,
+        power_w=tuple((energy / (span / n)).tolist()),
+        busy=tuple((b - a) / span for a, b in zip(b0, b1)),
+        at_temp_c=dev.spec.ambient_c,
+        layer_s=tuple((layer, phase, s) for (layer, phase), s in layer_s.items()))
+
+
+class BatchModel:
+    """`simulate_batch`, memoised: a bounded least-recently-used map with hit/miss counters."""
+
+    def __init__(self, max_entries: int = 4096, simulate: Callable[[BatchKey], BatchCost] = simulate_batch):
+        self.max_entries = max_entries
+        self._simulate = simulate
+        self._memo: OrderedDict[BatchKey, BatchCost] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def cost(self, key: BatchKey) -> BatchCost:
+        got = self._memo.get(key)
+        if got is not None:
+            self.hits += 1
+            self._memo.move_to_end(key)
+            return got
+        self.misses += 1
+        got = self._memo[key] = self._simulate(key)
+        if len(self._memo) > self.max_entries:
+            self._memo.popitem(last=False)
+        return got
+
+    def add(self, key: BatchKey, cost: BatchCost) -> None:
+        """A cost computed elsewhere (a pool worker) joins the memo."""
+        self._memo[key] = cost
+
+    @property
+    def hit_rate(self) -> float:
+        n = self.hits + self.misses
+        return self.hits / n if n else 0.0
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One fast-forwarded batch on a phone."""
+
+    index: int
+    start_s: float
+    latency_s: float
+    energy_j: float
+    caps_mhz: tuple[float, ...]
+
+
+class FastForward:
+    """Advance a `Device` by whole batches of ``key`` with the batch model (module doc).
+
+    The device keeps running as usual (its thermal zone polls, its battery drains, other
+    processes may run); during a batch its platform replays the batch's power and its
+    scheduler the batch's busy shares. ``key``'s caps are ignored: the device's own decide.
+    """
+
+    def __init__(self, dev: Device, model: BatchModel, key: BatchKey):
+        self.dev, self.model, self.key = dev, model, key
+        self.records: list[BatchRecord] = []
+        self._caps_changed = False
+        dev.thermal.on_cap_change.append(self._cap_changed)
+
+    def _cap_changed(self, _change) -> None:
+        self._caps_changed = True
+
+    def caps(self) -> tuple[float, ...]:
+        return tuple(p.cap_mhz for p in self.dev.cpufreq)
+
+    def run_batches(self, n: int, key: BatchKey | None = None) -> list[BatchRecord]:
+        """``n`` batches from now (of ``key``, default the one given at construction)."""
+        return [self.run_batch(key) for _ in range(n)]
+
+    def run_batch(self, key: BatchKey | None = None) -> BatchRecord:
+        dev, env = self.dev, self.dev.env
+        key = key or self.key
+        dev.sched.sync()
+        start, e0 = env.now, dev.platform.total_energy_j
+        caps0 = self.caps()
+        left = 1.0                      # share of the batch still to run
+        while left > 1e-12:
+            cost = self.model.cost(key.with_caps(self.caps()))
+            dev.platform.hold(np.array(cost.power_w), cost.at_temp_c)
+            dev.sched.hold_busy(cost.busy)
+            t0, end = env.now, env.now + left * cost.latency_s
+            self._caps_changed = False
+            while not self._caps_changed and env.peek() <= end:
+                env.step()
+            if self._caps_changed and env.now < end:
+                left -= (env.now - t0) / cost.latency_s
+            else:
+                env.run(until=end)
+                left = 0.0
+        dev.sched.sync()
+        dev.platform.release()
+        dev.sched.hold_busy(None)
+        rec = BatchRecord(len(self.records), start, env.now - start, dev.platform.total_energy_j - e0, caps0)
+        self.records.append(rec)
+        return rec

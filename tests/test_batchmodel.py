@@ -1,0 +1,131 @@
+"""The batch model: one truth for what a mini-batch costs, and the fast-forward built on it.
+
+A memoised batch must be the full simulation's batch (latency exactly, energy to within the
+heat the frozen-temperature measurement leaves out), and a phone advanced batch by batch with
+it must end where the fully simulated phone ends - time, energy, temperatures, throttling -
+including when the thermal governor changes caps in the middle of a batch.
+"""
+import numpy as np
+import pytest
+
+from swansim.batchmodel import BatchKey, BatchModel, FastForward, simulate_batch
+from swansim.device import Device, DeviceConfig
+from swansim.dnn.choices import parse_choice, pytorch_default
+from swansim.dnn.runtime import load_runtime
+from swansim.dnn.tasks import build_task
+from swansim.dnn.training import TrainingJob
+from swansim.hw.platform import Platform
+from swansim.hw.profile import Catalogue
+from swansim.runs.workloads import SustainedGemm
+
+CAT = Catalogue.load()
+PIXEL3 = CAT.device("pixel3")
+RT = load_runtime("pytorch")
+
+
+def full_run(cfg: DeviceConfig, jobs, preheat_s: float = 0.0):
+    """A device that (optionally) runs dense FP32 on its big cores, then the training jobs
+    ``[(model, choice, batches)]`` back to back, fully simulated."""
+    dev = Device(cfg, catalogue=CAT)
+    if preheat_s:
+        SustainedGemm(dev, list(dev.spec.soc.big_cpus), preheat_s, 5e9)
+        dev.run(preheat_s)
+    start = (dev.env.now, dev.platform.total_energy_j, len(dev.thermal.cap_log))
+    for model, choice, n in jobs:
+        job = TrainingJob(dev.env, dev.sched, dev.spec.soc, build_task(model), RT, choice, n_batches=n,
+                          record_layers=False)
+        dev.env.run(until=job.process)
+    dev.sched.sync()
+    return dev, start
+
+
+def ff_run(cfg: DeviceConfig, jobs, model: BatchModel, preheat_s: float = 0.0):
+    dev = Device(cfg, catalogue=CAT)
+    if preheat_s:
+        SustainedGemm(dev, list(dev.spec.soc.big_cpus), preheat_s, 5e9)
+        dev.run(preheat_s)
+    start = (dev.env.now, dev.platform.total_energy_j, len(dev.thermal.cap_log))
+    for name, choice, n in jobs:
+        FastForward(dev, model, BatchKey(cfg.device, name, choice)).run_batches(n)
+    dev.sched.sync()
+    return dev, start
+
+
+def test_a_memoised_batch_is_the_simulated_batch():
+    """Frozen temperatures leave latency untouched (no cap binds) and energy within 2%."""
+    soc = PIXEL3.soc
+    for model, choice in (("resnet34", pytorch_default(soc)), ("shufflenet_v2_x2_0", parse_choice("4", soc))):
+        cost = simulate_batch(BatchKey("pixel3", model, choice))
+        dev = Device(DeviceConfig("pixel3"), catalogue=CAT)
+        job = TrainingJob(dev.env, dev.sched, soc, build_task(model), RT, choice, n_batches=2, record_layers=False)
+        dev.env.run(until=job.process)
+        row = job.batch_rows[1]
+        assert cost.latency_s == pytest.approx(row[3], rel=1e-9)
+        assert cost.net_energy_j == pytest.approx(row[5], rel=0.02)
+        assert cost.energy_j == pytest.approx(sum(cost.power_w) * cost.latency_s, rel=1e-9)
+        assert all(0.0 <= b <= 1.0 for b in cost.busy)
+
+
+def test_layer_times_add_up_to_the_batch():
+    cost = simulate_batch(BatchKey("pixel3", "resnet34", parse_choice("4567", PIXEL3.soc)))
+    assert sum(s for _, _, s in cost.layer_s) == pytest.approx(cost.latency_s, rel=0.01)
+    assert {phase for _, phase, _ in cost.layer_s} == {"fwd", "bwd_input", "bwd_weight", "update"}
+
+
+def test_memo_counts_hits_and_stays_bounded():
+    calls = []
+
+    def fake(key):
+        calls.append(key)
+        return ("cost of", key)
+
+    bm = BatchModel(max_entries=2, simulate=fake)
+    keys = [BatchKey("pixel3", "resnet34", parse_choice(c, PIXEL3.soc)) for c in ("4", "45", "456")]
+    for k in keys + keys[-1:]:
+        bm.cost(k)
+    assert (bm.hits, bm.misses, len(bm)) == (1, 3, 2)
+    bm.cost(keys[0])        # evicted first: simulated again
+    assert bm.misses == 4 and len(calls) == 4
+
+
+def test_fast_forward_matches_full_simulation_through_throttling():
+    """A hot phone (35 C room, five minutes of dense load first) trains ResNet-34 with PyTorch's
+    default, then ShuffleNetV2 on one big core: caps change in the middle of batches, and the
+    fast-forwarded phone must end where the simulated one does."""
+    soc = PIXEL3.soc
+    cfg = DeviceConfig("pixel3", ambient_c=35.0)
+    jobs = [("resnet34", pytorch_default(soc), 30), ("shufflenet_v2_x2_0", parse_choice("4", soc), 10)]
+    full, (t0, e0, c0) = full_run(cfg, jobs, preheat_s=300.0)
+    bm = BatchModel()
+    ff, (u0, f0, d0) = ff_run(cfg, jobs, bm, preheat_s=300.0)
+    assert len(full.thermal.cap_log) > c0 and len(ff.thermal.cap_log) > d0   # throttling moved
+    assert ff.env.now - u0 == pytest.approx(full.env.now - t0, rel=0.02)
+    assert ff.platform.total_energy_j - f0 == pytest.approx(full.platform.total_energy_j - e0, rel=0.02)
+    assert ff.platform.thermal.temp_c == pytest.approx(full.platform.thermal.temp_c, abs=1.0)
+    assert bm.hit_rate > 0.5
+
+
+def test_held_power_is_integrated_exactly():
+    """Replaying a power vector measured at the present temperatures changes nothing: energy is
+    power x time; with temperatures frozen, leakage is not rescaled either."""
+    p = Platform(PIXEL3, frozen_temps=True)
+    watts = np.linspace(0.01, 0.5, len(p.component_names))
+    p.hold(watts, PIXEL3.ambient_c)
+    p.advance(10.0)
+    expected = watts.copy()
+    expected[p.component_names.index("screen")] = 0.0       # the screen stays live: off
+    expected[p.component_names.index("charging_loss")] = 0.0
+    assert p.energy_j == pytest.approx(expected * 10.0, rel=1e-12)
+    assert p.total_energy_j == pytest.approx(expected.sum() * 10.0, rel=1e-12)
+    assert p.thermal.temp_c == pytest.approx(np.full(len(p.thermal.nodes), PIXEL3.ambient_c))
+
+
+def test_held_leakage_follows_temperature():
+    """Leakage replayed 25 C above where it was measured doubles as often as the SoC says."""
+    p = Platform(PIXEL3)
+    watts = np.zeros(len(p.component_names))
+    leak = [i for i, n in enumerate(p.component_names) if n.endswith(".leakage")]
+    watts[leak] = 0.01
+    d = PIXEL3.soc.leakage_doubling_c
+    p.hold(watts, PIXEL3.ambient_c - d)
+    assert p.total_power_w == pytest.approx(0.02 * len(leak), rel=1e-9)
