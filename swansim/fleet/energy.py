@@ -165,11 +165,12 @@ class EnergyLoan:
                     repay_w = min(repay_w, power_w)  # nothing owed: repay only what is drawn now
                 net_w = power_w - repay_w
                 dt, event = seg.end_s - t, "end"
-                if repay_w > 0 and left_j / repay_w < dt:
+                # (compared as products: a rate can be tiny enough for a quotient to overflow)
+                if repay_w > 0 and left_j < dt * repay_w:
                     dt, event = left_j / repay_w, "budget"
-                if net_w < 0 and acc.loan_j / -net_w < dt:
+                if net_w < 0 and acc.loan_j < -dt * net_w:
                     dt, event = acc.loan_j / -net_w, "paid"
-                elif net_w > 0 and (limit_j - acc.loan_j) / net_w < dt:
+                elif net_w > 0 and limit_j - acc.loan_j < dt * net_w:
                     dt, event = (limit_j - acc.loan_j) / net_w, "critical"
                 borrowed, repaid = power_w * dt, repay_w * dt
                 if event == "paid":  # exact: the whole loan and what was drawn meanwhile
