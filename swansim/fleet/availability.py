@@ -102,14 +102,7 @@ class UserTraces:
                     s_end.append(min(s.end_s, d))
                     s_app.append(app_code[s.app_category])
             ses_ptr.append(len(s_start))
-            ends = t[1:] + [d]
-            chg = [(a, e) for a, e, fl in zip(t, ends, f) if fl & _CHARGING]
-            merged: list[list[float]] = []
-            for a, e in chg:
-                if merged and merged[-1][1] >= a:
-                    merged[-1][1] = e
-                else:
-                    merged.append([a, e])
+            merged = _merged([(a, e) for a, e, fl in zip(t, t[1:] + [d], f) if fl & _CHARGING])
             c_start += [a for a, _ in merged]
             c_end += [e for _, e in merged]
             chg_ptr.append(len(c_start))
@@ -218,6 +211,17 @@ class UserTraces:
             for a, b in _split_days(start, end):
                 yield Segment(a, b, math.nan, True)
             j += 1
+
+
+def _merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted intervals with touching ones joined."""
+    out: list[tuple[float, float]] = []
+    for a, e in intervals:
+        if out and out[-1][1] >= a:
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((a, e))
+    return out
 
 
 def _split_days(a: float, b: float) -> Iterator[tuple[float, float]]:

@@ -301,8 +301,7 @@ class PolicyRun:
         done = set(completed)
         dropped = dropped_loan = stragglers = 0
         for w in works:
-            stop = min(w.end_s, close)
-            loan.train(w.client, t0, stop, w.power_w)
+            stop = loan.train(w.client, t0, min(w.end_s, close), w.power_w)
             spent = w.power_w * (stop - t0)
             energy += spent
             if w.client in done:
