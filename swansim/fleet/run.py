@@ -5,7 +5,8 @@ rounds over the same population and task, and writes into ``out_dir``:
 
 * ``rounds.csv``: one row per policy and round (:data:`~swansim.fleet.rounds.ROUND_COLUMNS`);
 * ``summary.csv``: one row per policy (:func:`~swansim.fleet.rounds.summarize`);
-* ``manifest.json``: the config, the seed, the swansim version and the population's make-up;
+* ``manifest.json``: the config, the seed, the population's make-up, and what
+  :func:`swansim.results.write_manifest` adds (version, commit, when);
 * ``checkpoints/<policy>.pkl``: written after every completed round. Run the same config into
   the same directory again and it continues from each policy's last completed round; the
   results equal those of an uninterrupted run. A checkpoint of another config is refused.
@@ -15,8 +16,8 @@ chunks of a fixed size: in this process (``jobs=1``), in a process pool (``jobs>
 Dask distributed (``dask_address``: a scheduler address, or ``"local"`` for a local cluster of
 ``jobs`` worker processes). Same seed, same numbers, whichever way: randomness is keyed by
 client and round, never drawn from a shared stream, and chunking does not depend on the
-worker count. (Bit-identity assumes the same numpy/BLAS build on every worker.) Result files
-hold no wall-clock figures, so reruns are byte-identical.
+worker count. (Bit-identity assumes the same numpy/BLAS build on every worker.) The CSVs hold
+no wall-clock figures, so reruns give the same bytes; only the manifest says when.
 """
 from __future__ import annotations
 
@@ -35,7 +36,6 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from swansim import __version__
 from swansim.errors import InputError
 from swansim.fleet import fedavg
 from swansim.fleet.energy import CRITICAL_PCT
@@ -43,6 +43,7 @@ from swansim.fleet.population import SHIFTS, Population, base_trace, base_users_
 from swansim.fleet.rounds import (ROUND_COLUMNS, CostFactory, FleetState, PolicyRun, RoundSettings,
                                   SerialExecutor, WorkContext, summarize)
 from swansim.hw.profile import Catalogue
+from swansim.results import write_manifest
 
 WHERE = "fleet config"
 CHECKPOINT_FORMAT = 1
@@ -338,15 +339,10 @@ def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs:
     summary = summarize(rounds, config.target_accuracy, config.baseline_policy)
     rounds.to_csv(out / "rounds.csv", index=False, lineterminator="\n")
     summary.to_csv(out / "summary.csv", index=False, lineterminator="\n")
-    manifest = {
-        "swansim_version": __version__, "seed": config.seed, "config": _config_dict(config),
-        "population": {"clients": len(population), "base_users": len(population.traces),
-                       "trace_duration_s": population.traces.duration_s,
-                       "devices": {d: int(np.sum(population.device_idx == k)) for k, d in enumerate(population.devices)},
-                       "bytes": population.nbytes, "bytes_per_client": population.bytes_per_client},
-        "task": {"name": "FedProx Synthetic(alpha, beta)", "learner": "multinomial logistic regression",
-                 "test_samples": config.test_samples},
-        "files": ["rounds.csv", "summary.csv"],
-    }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_manifest(out, config, config.seed, files=("rounds.csv", "summary.csv"), population={
+        "clients": len(population), "base_users": len(population.traces),
+        "trace_duration_s": population.traces.duration_s,
+        "devices": {d: int(np.sum(population.device_idx == k)) for k, d in enumerate(population.devices)},
+        "bytes": population.nbytes, "bytes_per_client": population.bytes_per_client},
+        task={"name": "FedProx Synthetic(alpha, beta)", "learner": "multinomial logistic regression"})
     return FleetResult(rounds, summary, out, population.bytes_per_client)
