@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import tracemalloc
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,8 +25,9 @@ from swansim.fleet import fedavg
 from swansim.fleet.availability import NO_APP
 from swansim.fleet.energy import CHARGER_INTO_PHONE_W, EnergyLoan
 from swansim.fleet.population import SIZE_MIN, Population, default_devices
-from swansim.fleet.rounds import LocalOutcome, _Work, close_round
-from swansim.fleet.run import FleetConfig, run_fleet, validate
+from swansim.fleet.rounds import (LocalOutcome, PolicyRun, RoundSettings, SerialExecutor, WorkContext, _Work,
+                                  close_round)
+from swansim.fleet.run import FleetConfig, run_fleet
 from swansim.hw.profile import Catalogue
 
 HOUR = 3600.0
@@ -433,12 +435,11 @@ def test_which_clients_finish_changes_the_accuracy_curve(tmp_path):
     assert not np.array_equal(a["accuracy"].to_numpy(), b["accuracy"].to_numpy())
 
 
-def test_a_client_whose_screen_turns_on_drops_out(tmp_path):
+def test_a_client_whose_screen_turns_on_drops_out():
     # Screen on at 10:00:05 local: at server time 0 the client shifted by 10 h is 5 s from it.
     trace = hand_trace([(0.0, 0, 0, 90.0), (10 * HOUR + 5, 1, 0, 90.0), (11.5 * HOUR, 0, 0, 90.0)],
                        sessions=[(10 * HOUR + 5, 1.5 * HOUR - 5, "browsing")], days=1, users=("a",))
     p = Population.build(24, 0, trace, devices=(("pixel3", 1.0),))
-    from swansim.fleet.rounds import PolicyRun, RoundSettings, SerialExecutor, WorkContext
     ctx = WorkContext(p, fedavg.SyntheticTask(1, 1, 0), make_cost, "toy")
     run = PolicyRun("steady", ctx, SerialExecutor(ctx), RoundSettings(18, 1.34, 10, 16, 600.0, 0.05),
                     (np.zeros((1, 60)), np.zeros(1, dtype=int)), 5.0)
@@ -450,6 +451,7 @@ def test_a_client_whose_screen_turns_on_drops_out(tmp_path):
 
 
 def test_training_that_drains_the_battery_loses_clients_to_the_loan(tmp_path):
+
     res = _run(tmp_path, "burn", policies=("burn", "steady"), rounds=3, local_steps=40)
     burn = res.rounds.query("policy == 'burn'")
     steady = res.rounds.query("policy == 'steady'")
@@ -457,7 +459,6 @@ def test_training_that_drains_the_battery_loses_clients_to_the_loan(tmp_path):
     assert burn["offline_loan"].iloc[1:].sum() > 0                       # they stay offline afterwards
     assert burn["clients_online"].iloc[-1] < steady["clients_online"].iloc[-1]
     # Energy conservation across the run: what the rounds charged is what the loans borrowed.
-    import pickle
     for policy, rows in (("burn", burn), ("steady", steady)):
         state = pickle.loads((tmp_path / "burn" / "checkpoints" / f"{policy}.pkl").read_bytes())["state"]
         assert rows["energy_j"].sum() == pytest.approx(state.loan["borrowed_j"].sum(), rel=1e-9)

@@ -9,7 +9,8 @@ rounds over the same population and task, and writes into ``out_dir``:
   :func:`swansim.results.write_manifest` adds (version, commit, when);
 * ``checkpoints/<policy>.pkl``: written after every completed round. Run the same config into
   the same directory again and it continues from each policy's last completed round; the
-  results equal those of an uninterrupted run. A checkpoint of another config is refused.
+  results equal those of an uninterrupted run. Raising ``rounds`` continues a finished run; a
+  checkpoint of another config is refused.
 
 Clients' local work (the cost callable, then the local SGD of the completed clients) runs in
 chunks of a fixed size: in this process (``jobs=1``), in a process pool (``jobs>1``), or on
