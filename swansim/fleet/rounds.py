@@ -94,7 +94,12 @@ class LocalOutcome:
 
 
 class LocalCost(Protocol):
-    """A policy on a device model, seen from the fleet."""
+    """A policy on a device model, seen from the fleet.
+
+    ``train`` must be a function of its request (the carry included): it may cache (e.g. batch
+    costs of states already seen), but any other memory that changes results would differ
+    between workers and break a resumed run. What a policy remembers of a client goes in ``carry``.
+    """
 
     def admit(self, client: Client, state: ClientState) -> bool:
         """Would the policy let this client train now (does it check in)?"""
