@@ -1,0 +1,379 @@
+"""FedAvg rounds over a fleet: check-in, over-commit, a deadline, drop-outs, the energy loan.
+
+What a client's local training costs is not computed here: a :class:`LocalCost` (one per model
+and policy, built by a :data:`CostFactory`) says whether the policy admits training in a state
+and what ``n_batches`` mini-batches cost from a start time. Round ``r``, starting at server
+time ``T``:
+
+1. **Online**: repayment is settled up to ``T``; a client is online when its base user has a
+   trace and its real battery level (traced minus loan) is above the critical level
+   (:mod:`swansim.fleet.energy`). **Eligible**: online and ``cost.admit(client, state)``: the
+   clients that check in.
+2. **Selection**: ``ceil(overcommit x K)`` eligible clients, those with the smallest random
+   priority of the round. Priorities come from the stream ``(STREAM_SELECT, r)`` and are the
+   same for every policy (common random numbers: two policies with the same eligible clients
+   select the same ones).
+3. **Local work**: ``cost.train(request)`` for every selected client, from ``T``. Declined
+   (``admitted=False``): no time, no energy. Otherwise the client works until ``T + duration_s``
+   at constant power ``energy_j / duration_s``; it has *finished* if it did every batch, else
+   its policy stopped it (a drop-out). It also drops out earlier, at the exact time, if its
+   energy loan would take its battery to the critical level.
+4. **Close**: the round closes at the earliest of the K-th finish, the deadline
+   ``T + deadline_s``, and the time the last admitted client stops (the deadline if none was
+   admitted: the server waited a whole round). Finishers up to the close, in (time, client)
+   order, at most K, are **completed** and aggregated. **Stragglers**: clients still working at
+   the close (cancelled), finishers beyond the first K, and clients the callable stopped at the
+   deadline: their work is discarded. The other admitted clients **dropped** out.
+5. **Energy**: every admitted client pays power x (its stop - ``T``), its stop being its end,
+   its drop-out or the close, whichever is first; the energy loan borrows it.
+6. **FedAvg** of the completed clients' local models (``local_steps`` mini-batches each,
+   :mod:`swansim.fleet.fedavg`), weighted by their data sizes; then the test accuracy. The next
+   round starts at the close.
+
+Network transfers and the server's aggregation take no time (assumption: the paper's fleet
+metric is dominated by on-device training; add them to ``duration_s`` if they matter).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+import pandas as pd
+
+from swansim.fleet import fedavg
+from swansim.fleet.availability import ClientState, Timeline
+from swansim.fleet.energy import EnergyLoan
+from swansim.fleet.population import STREAM_COST, STREAM_SELECT, Client, Population, stream
+
+CHUNK_CLIENTS = 16  # clients per unit of parallel work: fixed, so results do not depend on the worker count
+ROUND_COLUMNS = ("policy", "round", "time_h", "round_s", "accuracy", "clients_online", "offline_loan",
+                 "eligible", "selected", "declined", "completed", "stragglers", "dropped", "dropped_loan",
+                 "energy_j", "wasted_energy_j")
+
+
+# ---------------------------------------------------------------- the local-cost interface
+
+
+@dataclass(frozen=True, slots=True)
+class LocalRequest:
+    """One client's local training of a round, as handed to :meth:`LocalCost.train`."""
+
+    client: Client
+    round: int
+    start_s: float           # server time the training starts
+    n_batches: int           # local steps E, of ``batch_size`` samples
+    batch_size: int
+    deadline_s: float        # server time the round's deadline falls; work after it is discarded
+    state: ClientState       # the client's state at ``start_s``
+    timeline: Timeline       # its traced states over time (what happens during the training)
+    carry: Any               # what the last outcome of this client returned as ``carry`` (None at first)
+
+    def seed_sequence(self) -> np.random.SeedSequence:
+        """A stream for this client and round, the same whatever process runs it."""
+        return np.random.SeedSequence(self.client.seed, spawn_key=(STREAM_COST, self.client.index, self.round))
+
+
+@dataclass(frozen=True, slots=True)
+class LocalOutcome:
+    """What a client's local training did.
+
+    ``admitted=False``: the policy declined to start (nothing else is read). Otherwise the
+    client worked ``duration_s`` from the start and spent ``energy_j`` (the fleet assumes
+    constant power over that time); ``batches_done < n_batches`` means the policy stopped
+    early (a drop-out), or the callable stopped at the deadline. ``carry`` is kept for the
+    client's next request (e.g. a policy's explored profile); it must pickle.
+    """
+
+    admitted: bool
+    batches_done: int = 0
+    duration_s: float = 0.0
+    energy_j: float = 0.0
+    carry: Any = None
+
+
+class LocalCost(Protocol):
+    """A policy on a device model, seen from the fleet.
+
+    ``train`` must be a function of its request (the carry included): it may cache (e.g. batch
+    costs of states already seen), but any other memory that changes results would differ
+    between workers and break a resumed run. What a policy remembers of a client goes in ``carry``.
+    """
+
+    def admit(self, client: Client, state: ClientState) -> bool:
+        """Would the policy let this client train now (does it check in)?"""
+
+    def train(self, request: LocalRequest) -> LocalOutcome:
+        """Run ``request.n_batches`` mini-batches from ``request.start_s`` (or decline)."""
+
+
+CostFactory = Callable[[str, str], LocalCost]
+"""``factory(model, policy) -> LocalCost``; must pickle when the run uses processes or Dask."""
+
+
+def _check_outcome(o: Any, request: LocalRequest) -> LocalOutcome:
+    """A malformed outcome is a bug in the callable: fail loudly with the client and round."""
+    where = f"local cost, client {request.client.index}, round {request.round}"
+    if not isinstance(o, LocalOutcome):
+        raise TypeError(f"{where}: expected a LocalOutcome, got {type(o).__name__}")
+    if not o.admitted:
+        return o
+    if not (0 <= o.batches_done <= request.n_batches):
+        raise ValueError(f"{where}: batches_done {o.batches_done} outside 0..{request.n_batches}")
+    if not (math.isfinite(o.duration_s) and o.duration_s >= 0 and math.isfinite(o.energy_j) and o.energy_j >= 0):
+        raise ValueError(f"{where}: duration_s {o.duration_s} and energy_j {o.energy_j} must be finite and >= 0")
+    if o.batches_done > 0 and o.duration_s == 0:
+        raise ValueError(f"{where}: {o.batches_done} batches in zero time")
+    return o
+
+
+# ---------------------------------------------------------------- units of parallel work
+
+
+class WorkContext:
+    """What a worker needs, sent once: the population, the task and the cost factory."""
+
+    def __init__(self, population: Population, task: fedavg.SyntheticTask, cost_factory: CostFactory, model: str):
+        self.population, self.task, self.cost_factory, self.model = population, task, cost_factory, model
+        self._costs: dict[str, LocalCost] = {}
+
+    def cost(self, policy: str) -> LocalCost:
+        if policy not in self._costs:
+            self._costs[policy] = self.cost_factory(self.model, policy)
+        return self._costs[policy]
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_costs": {}}  # costs are rebuilt where they run
+
+
+@dataclass(frozen=True, slots=True)
+class TrainJob:
+    """A local-training request in transit (the worker rebuilds client, state and timeline)."""
+
+    client: int
+    round: int
+    start_s: float
+    n_batches: int
+    batch_size: int
+    deadline_s: float
+    loan_j: float
+    carry: Any
+
+
+def train_chunk(ctx: WorkContext, item: tuple[str, list[TrainJob]]) -> list[LocalOutcome]:
+    policy, jobs = item
+    cost, pop = ctx.cost(policy), ctx.population
+    out = []
+    for j in jobs:
+        timeline = pop.timeline(j.client, j.loan_j)
+        request = LocalRequest(pop.client(j.client), j.round, j.start_s, j.n_batches, j.batch_size, j.deadline_s,
+                               timeline.state_at(j.start_s), timeline, j.carry)
+        out.append(_check_outcome(cost.train(request), request))
+    return out
+
+
+def models_chunk(ctx: WorkContext, item: tuple[np.ndarray, list[tuple[int, int, int]], int, int, float]) -> np.ndarray:
+    weights, clients, steps, batch, learning_rate = item
+    return fedavg.local_models(ctx.task, weights, clients, steps, batch, learning_rate)
+
+
+class Executor(Protocol):
+    def map(self, fn: Callable[[WorkContext, Any], Any], items: Sequence[Any]) -> list[Any]:
+        """``[fn(ctx, item) for item in items]``, in order, wherever it runs."""
+
+
+class SerialExecutor:
+    def __init__(self, ctx: WorkContext):
+        self.ctx = ctx
+
+    def map(self, fn, items):
+        return [fn(self.ctx, item) for item in items]
+
+
+def _chunks(seq: Sequence, n: int = CHUNK_CLIENTS) -> list[list]:
+    return [list(seq[i:i + n]) for i in range(0, len(seq), n)]
+
+
+# ---------------------------------------------------------------- rounds
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    per_round: int
+    overcommit: float
+    local_steps: int
+    batch_size: int
+    deadline_s: float
+    learning_rate: float
+
+    @property
+    def selected(self) -> int:
+        return math.ceil(self.overcommit * self.per_round - 1e-9)
+
+
+@dataclass
+class FleetState:
+    """Everything a policy's run carries from round to round (what a checkpoint holds)."""
+
+    round: int
+    time_s: float
+    weights: np.ndarray
+    loan: dict[str, np.ndarray]
+    cursor: np.ndarray
+    carry: dict[int, Any] = field(default_factory=dict)
+    rows: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def initial(cls, population: Population, loan: EnergyLoan) -> FleetState:
+        return cls(0, 0.0, fedavg.zero_model(), loan.state(), np.zeros(len(population), dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class _Work:
+    """A selected, admitted client's local work as the server sees it."""
+
+    client: int
+    end_s: float          # finish, policy stop, or loan drop-out
+    finished: bool
+    loan_drop: bool
+    power_w: float
+
+
+def close_round(start_s: float, deadline_s: float, per_round: int,
+                works: Sequence[_Work]) -> tuple[float, list[int]]:
+    """The close time and the completed clients (see the module docstring, step 4)."""
+    deadline = start_s + deadline_s
+    finishers = sorted((w.end_s, w.client) for w in works if w.finished and w.end_s <= deadline)
+    if len(finishers) >= per_round:
+        close = finishers[per_round - 1][0]
+    elif works:
+        close = min(deadline, max(w.end_s for w in works))
+    else:
+        close = deadline
+    return close, [c for t, c in finishers if t <= close][:per_round]
+
+
+class PolicyRun:
+    """The rounds of one policy over a population."""
+
+    def __init__(self, policy: str, ctx: WorkContext, executor: Executor, settings: RoundSettings,
+                 test_set: tuple[np.ndarray, np.ndarray], critical_pct: float, state: FleetState | None = None):
+        self.policy, self.ctx, self.executor, self.settings = policy, ctx, executor, settings
+        self.population = ctx.population
+        self.cost = ctx.cost(policy)
+        self.test_x, self.test_y = test_set
+        self.loan = EnergyLoan(self.population, critical_pct)
+        self.state = state or FleetState.initial(self.population, self.loan)
+        self.loan.restore(self.state.loan)
+
+    def play_round(self) -> dict:
+        st, s, pop, loan = self.state, self.settings, self.population, self.loan
+        r, t0 = st.round + 1, st.time_s
+        loan.settle(t0)
+        snap = pop.snapshot(t0)
+        online = loan.online(snap.known, snap.battery_pct)
+        offline_loan = snap.known & ~online & (np.where(snap.known, snap.battery_pct, 0.0) > loan.critical_pct)
+        capacity = pop.capacity_j
+        eligible = np.array([i for i in np.flatnonzero(online).tolist()
+                             if self.cost.admit(pop.client(i), snap.state(i, float(pop.shift_s[i]),
+                                                                        float(loan.loan_j[i]), float(capacity[i])))],
+                            dtype=np.int64)
+        priority = stream(pop.seed, STREAM_SELECT, r).random(len(pop))
+        chosen = np.sort(eligible[np.argsort(priority[eligible], kind="stable")[:s.selected]])
+
+        jobs = [TrainJob(int(i), r, t0, s.local_steps, s.batch_size, t0 + s.deadline_s, float(loan.loan_j[i]),
+                         st.carry.get(int(i))) for i in chosen]
+        outcomes = [o for part in self.executor.map(train_chunk, [(self.policy, c) for c in _chunks(jobs)])
+                    for o in part]
+
+        works = []
+        for job, o in zip(jobs, outcomes):
+            if o.carry is None:
+                st.carry.pop(job.client, None)
+            else:
+                st.carry[job.client] = o.carry
+            if not o.admitted:
+                continue
+            end = t0 + o.duration_s
+            power = o.energy_j / o.duration_s if o.duration_s > 0 else 0.0
+            stop = loan.train(job.client, t0, end, power, commit=False)
+            works.append(_Work(job.client, min(stop, end), stop >= end and o.batches_done == s.local_steps,
+                               stop < end, power))
+        close, completed = close_round(t0, s.deadline_s, s.per_round, works)
+
+        energy = wasted = 0.0
+        done = set(completed)
+        dropped = dropped_loan = stragglers = 0
+        for w in works:
+            stop = loan.train(w.client, t0, min(w.end_s, close), w.power_w)
+            spent = w.power_w * (stop - t0)
+            energy += spent
+            if w.client in done:
+                continue
+            wasted += spent
+            # Still working at the close, finished but not among the first K, or cut at the deadline.
+            if w.finished or w.end_s > close or w.end_s >= t0 + s.deadline_s:
+                stragglers += 1
+            else:
+                dropped += 1
+                dropped_loan += w.loan_drop
+
+        if completed:
+            self._aggregate(completed)
+        st.round, st.time_s, st.loan = r, close, loan.state()
+        row = dict(policy=self.policy, round=r, time_h=close / 3600.0, round_s=close - t0,
+                   accuracy=fedavg.accuracy(st.weights, self.test_x, self.test_y),
+                   clients_online=int(online.sum()), offline_loan=int(offline_loan.sum()),
+                   eligible=int(eligible.size), selected=int(chosen.size), declined=len(jobs) - len(works),
+                   completed=len(completed), stragglers=stragglers, dropped=dropped, dropped_loan=dropped_loan,
+                   energy_j=energy, wasted_energy_j=wasted)
+        st.rows.append(row)
+        return row
+
+    def _aggregate(self, completed: list[int]) -> None:
+        st, s, pop = self.state, self.settings, self.population
+        clients = sorted(completed)
+        specs = [(k, int(pop.n_samples[k]), int(st.cursor[k])) for k in clients]
+        items = [(st.weights, c, s.local_steps, s.batch_size, s.learning_rate) for c in _chunks(specs)]
+        models = np.concatenate(self.executor.map(models_chunk, items))
+        st.weights = fedavg.fedavg(models, pop.n_samples[clients])
+        rows = s.local_steps * s.batch_size
+        for k, n_k, cursor in specs:
+            st.cursor[k] = (cursor + rows) % n_k
+
+
+# ---------------------------------------------------------------- summary
+
+SUMMARY_COLUMNS = ("policy", "rounds", "target_accuracy", "time_to_target_h", "energy_to_target_j",
+                   "final_accuracy", "best_accuracy", "total_time_h", "total_energy_j", "wasted_energy_j",
+                   "mean_clients_online", "completed", "stragglers", "dropped", "dropped_loan", "baseline",
+                   "speedup", "energy_efficiency")
+
+
+def summarize(rounds: pd.DataFrame, target_accuracy: float, baseline: str) -> pd.DataFrame:
+    """One row per policy: time and energy to the target accuracy, totals, and ratios to ``baseline``.
+
+    ``speedup`` = baseline's time to target / the policy's; ``energy_efficiency`` = baseline's
+    energy to target / the policy's (NaN where either never reached the target).
+    """
+    rows = []
+    for policy, g in rounds.groupby("policy", sort=False):
+        g = g.sort_values("round")
+        hit = np.flatnonzero(g["accuracy"].to_numpy() >= target_accuracy)
+        energy = g["energy_j"].cumsum().to_numpy()
+        rows.append(dict(
+            policy=policy, rounds=int(g["round"].max()), target_accuracy=target_accuracy,
+            time_to_target_h=float(g["time_h"].iloc[hit[0]]) if hit.size else math.nan,
+            energy_to_target_j=float(energy[hit[0]]) if hit.size else math.nan,
+            final_accuracy=float(g["accuracy"].iloc[-1]), best_accuracy=float(g["accuracy"].max()),
+            total_time_h=float(g["time_h"].iloc[-1]), total_energy_j=float(energy[-1]),
+            wasted_energy_j=float(g["wasted_energy_j"].sum()),
+            mean_clients_online=float(g["clients_online"].mean()),
+            **{c: int(g[c].sum()) for c in ("completed", "stragglers", "dropped", "dropped_loan")}))
+    out = pd.DataFrame(rows)
+    base = out.set_index("policy").loc[baseline]
+    out["baseline"] = baseline
+    out["speedup"] = base["time_to_target_h"] / out["time_to_target_h"]
+    out["energy_efficiency"] = base["energy_to_target_j"] / out["energy_to_target_j"]
+    return out[list(SUMMARY_COLUMNS)]

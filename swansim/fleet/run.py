@@ -1,0 +1,349 @@
+"""A fleet run: one flat config, validated up front; rounds in processes or on Dask; resumable.
+
+``run_fleet(config, cost, out_dir)`` runs every policy of ``config`` for ``config.rounds``
+rounds over the same population and task, and writes into ``out_dir``:
+
+* ``rounds.csv``: one row per policy and round (:data:`~swansim.fleet.rounds.ROUND_COLUMNS`);
+* ``summary.csv``: one row per policy (:func:`~swansim.fleet.rounds.summarize`);
+* ``manifest.json``: the config, the seed, the population's make-up, and what
+  :func:`swansim.results.write_manifest` adds (version, commit, when);
+* ``checkpoints/<policy>.pkl``: written after every completed round. Run the same config into
+  the same directory again and it continues from each policy's last completed round; the
+  results equal those of an uninterrupted run. Raising ``rounds`` continues a finished run; a
+  checkpoint of another config is refused.
+
+Clients' local work (the cost callable, then the local SGD of the completed clients) runs in
+chunks of a fixed size: in this process (``jobs=1``), in a process pool (``jobs>1``), or on
+Dask distributed (``dask_address``: a scheduler address, or ``"local"`` for a local cluster of
+``jobs`` worker processes). Same seed, same numbers, whichever way: randomness is keyed by
+client and round, never drawn from a shared stream, and chunking does not depend on the
+worker count. (Bit-identity assumes the same numpy/BLAS build on every worker.) The CSVs hold
+no wall-clock figures, so reruns give the same bytes; only the manifest says when.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import pickle
+import re
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from swansim.errors import InputError
+from swansim.fleet import fedavg
+from swansim.fleet.energy import CRITICAL_PCT
+from swansim.fleet.population import SHIFTS, Population, base_trace, base_users_needed
+from swansim.fleet.rounds import (ROUND_COLUMNS, CostFactory, FleetState, PolicyRun, RoundSettings,
+                                  SerialExecutor, WorkContext, summarize)
+from swansim.hw.profile import Catalogue
+from swansim.results import write_manifest
+
+WHERE = "fleet config"
+CHECKPOINT_FORMAT = 1
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """Everything a fleet run depends on (besides the cost factory). Defaults are the paper's where it has one."""
+
+    model: str = "resnet34"                 # DNN whose mini-batch cost the factory models
+    policies: tuple[str, ...] = ("swan", "pytorch-default")
+    baseline: str = ""                      # ratios are relative to this policy; "" = the first
+    clients: int = 2400                     # paper: 100 base users x 24 hourly shifts
+    per_round: int = 100                    # K
+    overcommit: float = 1.3                 # Bonawitz et al., MLSys'19: the server selects 130 %
+    rounds: int = 200
+    local_steps: int = 10                   # E mini-batches per round (choice)
+    batch_size: int = 16                    # the Swan paper's batch size
+    learning_rate: float = fedavg.LEARNING_RATE
+    deadline_s: float = 600.0               # choice: ~3x the 2-3 min rounds of Bonawitz et al.
+    target_accuracy: float = 0.35           # Synthetic(1, 1) with 2,400 clients tops out near 0.44
+    seed: int = 0
+    trace: str = "synthetic"                # "synthetic", a trace-set directory, a FLASH .json or a FedScale pickle
+    trace_days: int = 7                     # synthetic traces only
+    shifts: int = SHIFTS                    # copies of each base user, one hour apart
+    devices: tuple[tuple[str, float], ...] = ()   # (profile, weight); () = every phone profile
+    alpha: float = 1.0                      # Synthetic(alpha, beta): FedProx's most heterogeneous setting
+    beta: float = 1.0
+    test_samples: int = 10_000
+    critical_battery_pct: float = CRITICAL_PCT
+
+    @property
+    def baseline_policy(self) -> str:
+        return self.baseline or self.policies[0]
+
+    def settings(self) -> RoundSettings:
+        return RoundSettings(self.per_round, self.overcommit, self.local_steps, self.batch_size, self.deadline_s,
+                             self.learning_rate)
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    rounds: pd.DataFrame
+    summary: pd.DataFrame
+    out_dir: Path
+    bytes_per_client: float
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _int(value: Any, name: str, lo: int, hi: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InputError(WHERE, name, f"expected an integer, got {value!r}")
+    if value < lo or (hi is not None and value > hi):
+        raise InputError(WHERE, name, f"must be {lo}..{hi}, got {value}" if hi is not None
+                         else f"must be >= {lo}, got {value}")
+
+
+def _float(value: Any, name: str, lo: float, hi: float = math.inf, lo_open: bool = False,
+           hi_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(value):
+        raise InputError(WHERE, name, f"expected a finite number, got {value!r}")
+    if value < lo or (lo_open and value == lo) or value > hi or (hi_open and value == hi):
+        lb, hb = "(" if lo_open else "[", ")" if hi_open or hi == math.inf else "]"
+        raise InputError(WHERE, name, f"must be in {lb}{lo:g}, {hi:g}{hb}, got {value!r}")
+
+
+def validate(config: FleetConfig, catalogue: Catalogue | None = None) -> None:
+    """Check every field; the first problem raises ``InputError('fleet config', field, reason)``."""
+    c = config
+    if not isinstance(c, FleetConfig):
+        raise InputError(WHERE, "config", f"expected a FleetConfig, got {type(c).__name__}")
+    if not isinstance(c.model, str) or not c.model:
+        raise InputError(WHERE, "model", f"expected a model name, got {c.model!r}")
+    if not isinstance(c.policies, tuple) or not c.policies:
+        raise InputError(WHERE, "policies", f"expected a non-empty tuple of names, got {c.policies!r}")
+    for p in c.policies:
+        if not isinstance(p, str) or not _NAME.match(p):
+            raise InputError(WHERE, "policies", f"not a policy name: {p!r} (letters, digits, '.', '_', '-')")
+    if len(set(c.policies)) != len(c.policies):
+        raise InputError(WHERE, "policies", f"duplicate names in {', '.join(c.policies)}")
+    if c.baseline and c.baseline not in c.policies:
+        raise InputError(WHERE, "baseline", f"{c.baseline!r} is not among the policies ({', '.join(c.policies)})")
+    _int(c.clients, "clients", 1)
+    _int(c.per_round, "per_round", 1, c.clients)
+    _float(c.overcommit, "overcommit", 1.0)
+    _int(c.rounds, "rounds", 1)
+    _int(c.local_steps, "local_steps", 1)
+    _int(c.batch_size, "batch_size", 1)
+    _float(c.learning_rate, "learning_rate", 0.0, lo_open=True)
+    _float(c.deadline_s, "deadline_s", 0.0, lo_open=True)
+    _float(c.target_accuracy, "target_accuracy", 0.0, 1.0, lo_open=True)
+    _int(c.seed, "seed", 0)
+    _int(c.trace_days, "trace_days", 1)
+    _int(c.shifts, "shifts", 1, 24)
+    _float(c.alpha, "alpha", 0.0)
+    _float(c.beta, "beta", 0.0)
+    _int(c.test_samples, "test_samples", 1)
+    _float(c.critical_battery_pct, "critical_battery_pct", 0.0, 100.0, hi_open=True)
+    if not isinstance(c.trace, str) or not c.trace:
+        raise InputError(WHERE, "trace", f"expected 'synthetic' or a path, got {c.trace!r}")
+    if c.trace != "synthetic" and not Path(c.trace).exists():
+        raise InputError(WHERE, "trace", f"no such file or directory: {c.trace}")
+    if not isinstance(c.devices, tuple):
+        raise InputError(WHERE, "devices", f"expected a tuple of (profile, weight), got {c.devices!r}")
+    if c.devices:
+        catalogue = catalogue or Catalogue.load()
+        for entry in c.devices:
+            if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)):
+                raise InputError(WHERE, "devices", f"expected (profile, weight), got {entry!r}")
+            name, weight = entry
+            if name not in catalogue.devices:
+                raise InputError(WHERE, "devices", f"unknown profile {name!r} (known: {', '.join(catalogue.devices)})")
+            if not catalogue.devices[name].battery_capacity_j:
+                raise InputError(WHERE, "devices", f"{name!r} has no battery (kind {catalogue.devices[name].kind!r})")
+            _float(weight, f"devices.{name}", 0.0, lo_open=True)
+
+
+def _check_run(jobs: Any, dask_address: Any, out_dir: Any) -> Path:
+    _int(jobs, "jobs", 1)
+    if dask_address is not None and (not isinstance(dask_address, str) or not dask_address):
+        raise InputError(WHERE, "dask_address", f"expected an address or 'local', got {dask_address!r}")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(WHERE, "out_dir", f"exists and is not a directory: {out}")
+    return out
+
+
+# ---------------------------------------------------------------- executors
+
+_WORKER_CTX: WorkContext | None = None
+_DASK_CTX: dict[str, WorkContext] = {}
+
+
+def _init_worker(ctx: WorkContext) -> None:
+    global _WORKER_CTX
+    _WORKER_CTX = ctx
+
+
+def _in_worker(fn, item):
+    return fn(_WORKER_CTX, item)
+
+
+class _ProcessExecutor:
+    """A local process pool; each worker gets the context once, at start."""
+
+    def __init__(self, ctx: WorkContext, jobs: int):
+        self.pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(ctx,))
+
+    def map(self, fn, items):
+        return list(self.pool.map(_in_worker, [fn] * len(items), items))
+
+    def close(self) -> None:
+        self.pool.shutdown(cancel_futures=True)
+
+
+def _on_dask_worker(token: str, blob: bytes, fn, item):
+    if token not in _DASK_CTX:
+        import cloudpickle
+        _DASK_CTX.clear()
+        _DASK_CTX[token] = cloudpickle.loads(blob)
+    return fn(_DASK_CTX[token], item)
+
+
+class _DaskExecutor:
+    """Dask distributed: a scheduler at ``address``, or a local cluster of ``jobs`` processes.
+
+    The context travels once per worker, cloudpickled (so a cost factory defined in a script's
+    ``__main__`` works too).
+    """
+
+    def __init__(self, ctx: WorkContext, address: str, jobs: int):
+        import cloudpickle
+        from distributed import Client, LocalCluster
+        self.cluster = None
+        if address == "local":
+            self.cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                        dashboard_address=None)
+            self.client = Client(self.cluster)
+        else:
+            self.client = Client(address)
+        blob = cloudpickle.dumps(ctx)
+        self.token = hashlib.sha256(blob).hexdigest()
+        self.blob = self.client.scatter(blob, broadcast=True, hash=False)
+
+    def map(self, fn, items):
+        n = len(items)
+        futures = self.client.map(_on_dask_worker, [self.token] * n, [self.blob] * n, [fn] * n, items, pure=False)
+        return self.client.gather(futures)
+
+    def close(self) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def _executor(ctx: WorkContext, jobs: int, dask_address: str | None):
+    if dask_address is not None:
+        return _DaskExecutor(ctx, dask_address, jobs)
+    if jobs > 1:
+        return _ProcessExecutor(ctx, jobs)
+    return SerialExecutor(ctx)
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def _checkpoint_path(out: Path, policy: str) -> Path:
+    return out / "checkpoints" / f"{policy}.pkl"
+
+
+def _config_dict(config: FleetConfig) -> dict:
+    return json.loads(json.dumps(asdict(config)))  # tuples -> lists, as the manifest has them
+
+
+def _load_checkpoint(out: Path, config: FleetConfig, policy: str) -> FleetState | None:
+    path = _checkpoint_path(out, policy)
+    if not path.exists():
+        return None
+    try:
+        with open(path, "rb") as f:
+            saved = pickle.load(f)
+    except Exception as e:  # any failure to read is a damaged file
+        raise InputError(str(path), "checkpoint", f"unreadable ({e}); delete it to start this policy afresh") from None
+    if saved.get("format") != CHECKPOINT_FORMAT:
+        raise InputError(str(path), "format", f"checkpoint format {saved.get('format')!r}, expected {CHECKPOINT_FORMAT}")
+    ours = _config_dict(config)
+    differ = [k for k in ours if k != "rounds" and saved["config"].get(k) != ours[k]]
+    if differ:
+        raise InputError(str(path), "config", f"checkpoint of another run (differs in {', '.join(differ)}); "
+                                              "use another out directory")
+    state: FleetState = saved["state"]
+    if state.round > config.rounds:
+        raise InputError(str(path), "rounds", f"checkpoint is at round {state.round}, past rounds={config.rounds}")
+    return state
+
+
+def _save_checkpoint(out: Path, config: FleetConfig, policy: str, state: FleetState) -> None:
+    path = _checkpoint_path(out, policy)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        pickle.dump({"format": CHECKPOINT_FORMAT, "config": _config_dict(config), "policy": policy, "state": state},
+                    f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)  # atomic: an interruption leaves the previous checkpoint intact
+
+
+# ---------------------------------------------------------------- the run
+
+
+def build_population(config: FleetConfig) -> Population:
+    users = base_users_needed(config.clients, config.shifts)
+    trace = base_trace(config.trace, users, config.trace_days, config.seed)
+    return Population.build(config.clients, config.seed, trace, config.devices or None, config.shifts)
+
+
+def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs: int = 1,
+              dask_address: str | None = None, progress: bool = True) -> FleetResult:
+    """Run every policy of ``config`` (see the module docstring); returns the tables it wrote."""
+    validate(config)
+    out = _check_run(jobs, dask_address, out_dir)
+    if not callable(cost):
+        raise InputError(WHERE, "cost", f"expected a factory (model, policy) -> LocalCost, got {cost!r}")
+    population = build_population(config)
+    task = fedavg.SyntheticTask(config.alpha, config.beta, config.seed)
+    test_set = task.test_set(population.n_samples.astype(np.float64), config.test_samples)
+    ctx = WorkContext(population, task, cost, config.model)
+    for p in config.policies:
+        ctx.cost(p)  # an unknown model or policy fails here, before any work
+    out.mkdir(parents=True, exist_ok=True)
+    states = {p: _load_checkpoint(out, config, p) for p in config.policies}
+    done = sum(s.round for s in states.values() if s is not None)
+    rows: list[dict] = []
+    executor = _executor(ctx, jobs, dask_address)
+    try:
+        with tqdm(total=len(config.policies) * config.rounds, initial=done, disable=not progress,
+                  desc="fleet", unit="round") as bar:
+            for p in config.policies:
+                run = PolicyRun(p, ctx, executor, config.settings(), test_set, config.critical_battery_pct, states[p])
+                while run.state.round < config.rounds:
+                    row = run.play_round()
+                    _save_checkpoint(out, config, p, run.state)
+                    bar.set_postfix(policy=p, accuracy=f"{row['accuracy']:.3f}", refresh=False)
+                    bar.update(1)
+                rows += run.state.rows
+    finally:
+        if hasattr(executor, "close"):
+            executor.close()
+    rounds = pd.DataFrame(rows, columns=list(ROUND_COLUMNS))
+    summary = summarize(rounds, config.target_accuracy, config.baseline_policy)
+    rounds.to_csv(out / "rounds.csv", index=False, lineterminator="\n")
+    summary.to_csv(out / "summary.csv", index=False, lineterminator="\n")
+    write_manifest(out, config, config.seed, files=("rounds.csv", "summary.csv"), population={
+        "clients": len(population), "base_users": len(population.traces),
+        "trace_duration_s": population.traces.duration_s,
+        "devices": {d: int(np.sum(population.device_idx == k)) for k, d in enumerate(population.devices)},
+        "bytes": population.nbytes, "bytes_per_client": population.bytes_per_client},
+        task={"name": "FedProx Synthetic(alpha, beta)", "learner": "multinomial logistic regression"})
+    return FleetResult(rounds, summary, out, population.bytes_per_client)
