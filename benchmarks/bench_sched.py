@@ -1,17 +1,18 @@
-"""Scheduler throughput: replans (events) per wall second, and simulated/wall time ratio.
+"""Scheduler cost per replan, in bare SimPy events (see _bare.py).
 
-Each case runs twice: plain threads, and threads with a stake in the shared L3 (what every app
-thread has), whose rates the replan adjusts for L3 thrashing; the last column is the ratio of
-wall time per replan (L3 threads run slower, so a run has fewer replans).
+Random threads (2, 8, 16) start and finish pieces of work on random pairs of cores for 20
+simulated seconds: printed per case, replans, the CPU cost of one replan in bare events, and
+the same with every thread holding a stake in the shared L3 (as app threads do), whose rates
+the replan adjusts for L3 thrashing.
 
 Run: .venv/bin/python benchmarks/bench_sched.py
-Ratios are measured in one run, so they compare like with like on whatever machine runs them.
 """
 from __future__ import annotations
 
 import time
 
 import numpy as np
+from _bare import bare_event_s
 
 from swansim.device import Device, DeviceConfig
 from swansim.kernel.sched import L3Use
@@ -20,7 +21,7 @@ APP_L3 = L3Use(accesses_per_unit=5e-3, exposed_share=0.5, l3_bytes=2 * 2**20, wo
                hit_latency_s=30e-9)
 
 
-def churn(n_threads: int, sim_s: float, seed: int = 0, l3: L3Use | None = None) -> tuple[float, int, float]:
+def churn(n_threads: int, sim_s: float, seed: int = 0, l3: L3Use | None = None) -> tuple[float, int]:
     dev = Device(DeviceConfig(seed=seed))
     rng = np.random.default_rng(seed)
     n = dev.platform.n_cpus
@@ -34,16 +35,16 @@ def churn(n_threads: int, sim_s: float, seed: int = 0, l3: L3Use | None = None) 
 
     for i in range(n_threads):
         dev.env.process(worker(i))
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     dev.run(sim_s)
-    wall = time.perf_counter() - t0
-    return wall, dev.sched.n_replans, sim_s / wall
+    return time.process_time() - t0, dev.sched.n_replans
 
 
 if __name__ == "__main__":
-    print(f"{'threads':>7} {'replans':>9} {'wall s':>7} {'replans/s':>10} {'sim/wall':>9} {'L3 cost/replan':>15}")
+    print(f"{'threads':>7} {'replans':>9} {'bare events/replan':>19} {'with L3 stakes':>15}")
     for n in (2, 8, 16):
-        wall, replans, ratio = churn(n, 20.0)
-        wall_l3, replans_l3, _ = churn(n, 20.0, l3=APP_L3)
-        cost = (wall_l3 / replans_l3) / (wall / replans)
-        print(f"{n:>7} {replans:>9} {wall:>7.2f} {replans / wall:>10.0f} {ratio:>9.1f} {cost:>15.2f}")
+        bare = bare_event_s(100_000, 2)
+        cpu, replans = churn(n, 20.0)
+        cpu_l3, replans_l3 = churn(n, 20.0, l3=APP_L3)
+        bare = (bare + bare_event_s(100_000, 2)) / 2
+        print(f"{n:>7} {replans:>9} {cpu / replans / bare:>19.1f} {cpu_l3 / replans_l3 / bare:>15.1f}")

@@ -28,6 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import RUNTIME_DIR, get_path, load_runtime, with_paths
+from swansim.dnn.tasks import task
 from swansim.hw.profile import Catalogue
 from swansim.runs.calibration import Fig2, Ncnn
 from swansim.runs.pool import check_jobs
@@ -87,7 +88,7 @@ def run_pytorch(cat: Catalogue, args, pool) -> None:
     detail(res)
     show_values(fitted, rt.fit_params)
     if not args.dry_run:
-        shape = "x".join(map(str, shapes.get("shufflenet_v2_x2_0", (3, 112, 112))))
+        shape = "x".join(map(str, shapes.get("shufflenet_v2_x2_0", task("shufflenet_v2_x2_0").input_shape)))
         prov = ("calibrated: Swan paper Fig. 2a/2b (Pixel 3, PyTorch training, batch 16, schedutil; "
                 f"ResNet-34 1x32x32, ShuffleNetV2-x2 {shape}) by experiments/calibrate_runtime.py")
         cal.write_back(path, fitted, rt.fit_params, prov)

@@ -96,9 +96,6 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
                    record_layers: bool = True) -> BatchCost:
     """The event-level simulation of ``key``'s batch (see the module doc). ``runtime`` and
     ``spec`` replace the named runtime and profile (a calibration trial, a swept figure)."""
-    from swansim.apps.appmodels import App, load_app_table
-    from swansim.apps.ux import UxRecorder
-
     spec = spec or _catalogue().device(key.device)
     rt = runtime or load_runtime(key.runtime)
     graph = _graph(key.model, key.batch, key.input_shape, key.num_classes, key.mode)
@@ -110,6 +107,9 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
             policy.set_cap(cap)
     idle_floor_w = dev.platform.total_power_w
     if key.foreground is not None:
+        from swansim.apps.appmodels import App, load_app_table
+        from swansim.apps.ux import UxRecorder
+
         table = load_app_table()
         App(dev.env, dev.sched, dev.spec, table.categories[key.foreground], table.android, UxRecorder(),
             np.random.default_rng([key.seed, 1]), memory=table.memory).start()

@@ -68,7 +68,8 @@ class TestSteadyState:
                     g[idx[x], idx[x]] += 1.0 / r
                     if y != AMBIENT:
                         g[idx[x], idx[y]] -= 1.0 / r
-        p_node = dev.platform._comp_node @ dev.platform.power_w
+        p_node = dev.platform.node_power_w
+        assert p_node.sum() == pytest.approx(dev.platform.total_power_w)
         expected = dev.spec.ambient_c + np.linalg.solve(g, p_node)
         assert net.temp_c == pytest.approx(expected, abs=1e-6)
         assert dev.platform.temp_c("big") > dev.spec.ambient_c + 5  # the load did heat it

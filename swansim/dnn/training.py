@@ -14,6 +14,11 @@ latency (idle, not busy), and its waker pays the futex_wake. A per-group loop (o
 repeated) is run as one macro region whose busy and idle shares per thread come from the cost
 model's ``time_region`` at the current frequencies.
 
+The job's control flow (batches, layers, regions) is a generator driven by callbacks, not a
+SimPy process: it yields a piece of work (`_Work`), a forked team (`_Team`) or a SimPy event,
+and is resumed from the scheduler's replan when the work or the team is done - so a region
+that ends and the next one that starts at the same instant cost one replan.
+
 Layering: this module drives a ``kernel.sched.Scheduler`` handed to it (``dnn`` -> ``kernel``,
 documented in DESIGN.md); it never imports the device.
 """
@@ -44,10 +49,21 @@ class _Join:
 
 @dataclass
 class _Team:
-    """A forked region: how many members have not arrived at the join yet."""
+    """A forked region: how many members have not arrived at the join yet, and what to call
+    when the last one has (the master's continuation)."""
 
     left: int
-    all_arrived: simpy.Event
+    resume: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True)
+class _Work:
+    """A request of the job's driver: run ``amount`` units on ``thread``, then go on."""
+
+    thread: object
+    amount: float
+    speed: tuple
+    bytes_per_unit: float = 0.0
 
 
 @dataclass
@@ -90,7 +106,23 @@ class TrainingJob:
         self.stopped = False
         # Called after each batch with its batch row and its layer rows (probes, the batch model).
         self.on_batch: Callable[[tuple, list], None] | None = None
-        self.process = env.process(self._run())
+        self.process = env.event()   # succeeds when the job has finished its batches
+        self._gen = self._run()
+        env.timeout(0).callbacks.append(self._advance)
+
+    def _advance(self, _event=None) -> None:
+        """Run the job's control flow to its next wait."""
+        try:
+            wait = self._gen.send(None)
+        except StopIteration:
+            self.process.succeed()
+            return
+        if isinstance(wait, _Work):
+            self.sched.run(wait.thread, wait.amount, wait.speed, wait.bytes_per_unit, on_done=self._advance)
+        elif isinstance(wait, _Team):
+            wait.resume = self._advance
+        else:
+            wait.callbacks.append(self._advance)
 
     # -- plan -----------------------------------------------------------------------------
 
@@ -185,7 +217,7 @@ class TrainingJob:
             self.migrations += moved
             self._stop_worker(0)
             cycles = [self.runtime.switch_instructions * moved / c.scalar_ipc for c in self.soc.clusters]
-            yield self.sched.run(self.pool[0], 1.0, tuple(1.0 / c for c in cycles))
+            yield _Work(self.pool[0], 1.0, tuple(1.0 / c for c in cycles))
 
     def _stop_worker(self, i: int) -> float:
         """Take worker ``i`` out of the pool wait; returns its wake-up delay (0 if spinning)."""
@@ -252,13 +284,13 @@ class TrainingJob:
         if not r.parallel:
             w = r.team[0]
             cyc = r.serial_cycles[k0] + w.cycles(k0)
-            yield sched.run(master, r.repeat * cyc * w.speed[k0], w.speed,
-                            w.bytes_per_unit * w.units / (cyc * w.speed[k0]) if cyc else 0.0)
+            yield _Work(master, r.repeat * cyc * w.speed[k0], w.speed,
+                        w.bytes_per_unit * w.units / (cyc * w.speed[k0]) if cyc else 0.0)
             return
         n = len(r.team)
         finishes = [0.0] * n
         if r.repeat == 1:
-            yield sched.run(master, 1.0, tuple(1.0 / max(c, 1e-9) for c in r.serial_cycles))
+            yield _Work(master, 1.0, tuple(1.0 / max(c, 1e-9) for c in r.serial_cycles))
             wakes = [0.0] + [self._stop_worker(i) for i in range(1, n)]
             m = sum(1 for x in wakes if x > 0)
             futex = m * self._futex_s(0)
@@ -267,10 +299,10 @@ class TrainingJob:
             extra = [futex * self._freq_hz(0)] + [0.0] * (n - 1)
             fork = self.env.now
             join = _Join()
-            team = _Team(n, self.env.event())
+            team = _Team(n)
             for i in range(n):
                 self._member(i, r.team[i], delays[i], extra[i], finishes, team, join if i == 0 else None)
-            yield team.all_arrived
+            yield team
             join.token += 1
             if join.asleep:
                 # the master slept at the join: the last worker wakes it
@@ -279,10 +311,10 @@ class TrainingJob:
         else:
             busy, idle = self._repeat_plan(r)
             fork = self.env.now
-            team = _Team(n, self.env.event())
+            team = _Team(n)
             for i in range(n):
                 self._macro_member(i, r, busy[i], idle[i], finishes, team)
-            yield team.all_arrived
+            yield team
         sched.stop(master)
         if self.record_layers:
             b = self.batch_index
@@ -339,11 +371,11 @@ class TrainingJob:
         th = self.pool[i]
 
         def done() -> None:
-            self._member_arrives(i, finishes, team)
-            if join is not None:
+            if join is not None:   # armed before arriving: the last arrival resumes the master at once
                 tok = join.token
                 timer = self.env.timeout(self._spin_cycles(i) / self._freq_hz(i))
                 timer.callbacks.append(lambda _ev: self._master_sleeps(join, tok))
+            self._member_arrives(i, finishes, team)
 
         def work(_ev=None) -> None:
             k = self._cluster(i)
@@ -363,7 +395,7 @@ class TrainingJob:
         self._arrive(i)
         team.left -= 1
         if team.left == 0:
-            team.all_arrived.succeed()
+            team.resume()   # the master goes on within this replan
 
     def _arrive(self, i: int) -> None:
         """Thread ``i`` reaches the join: the master spins (its budget is the region's business);

@@ -51,15 +51,16 @@ class Platform:
         self.thermal = ThermalNetwork(spec.rc, spec.ambient_c)
         comps = components(spec)
         self.component_names = tuple(c.name for c in comps)
-        self._comp_node = np.zeros((len(self.thermal.nodes), len(comps)))
-        for j, c in enumerate(comps):
-            self._comp_node[self.thermal.index[c.node], j] = 1.0
+        self._comp_node = [self.thermal.index[c.node] for c in comps]   # the node each line heats
+        self._n_nodes = len(self.thermal.nodes)
         self._cluster_node = [self.thermal.index[c.name] for c in self.clusters]
-        self._modal_gain = self.thermal.modal_gain(self._comp_node)   # component power -> modal steady state
-        self._power_w = np.zeros(len(comps))
+        # Power per line of the account and per thermal node, as Python floats: a phone has a
+        # few dozen lines and a handful of nodes, too few for numpy to pay its per-call cost.
+        self._power = [0.0] * len(comps)
+        self._node_power = [0.0] * self._n_nodes
         self._total_power_w = 0.0
         self._stale = True
-        self.energy_j = np.zeros(len(comps))
+        self._energy = [0.0] * len(comps)
         self._total_energy_j = 0.0
         self.time_s = 0.0
         self.probes: list[IntervalProbe] = []
@@ -76,7 +77,7 @@ class Platform:
         self._leak_idx = [[j for j, name in enumerate(self.component_names)
                            if name.endswith(".leakage") and int(name[3:name.index(".")]) in c.cpus]
                           for c in self.clusters]
-        self._held: tuple[np.ndarray, float] | None = None
+        self._held: tuple[list[float], float] | None = None
         self._screen_idx = self.component_names.index("screen")
 
     # -- changes ------------------------------------------------------------------------------
@@ -113,7 +114,7 @@ class Platform:
         """From now on, power per component is ``power_w`` (measured with every node at
         ``at_temp_c``), each core's leakage rescaled to its cluster's present temperature;
         the screen and the charger's loss stay live. `release` returns to the power model."""
-        self._held = (np.asarray(power_w, dtype=float), at_temp_c)
+        self._held = ([float(x) for x in power_w], at_temp_c)
         self._stale = True
 
     def release(self) -> None:
@@ -128,11 +129,14 @@ class Platform:
         if dt <= 0.0:
             return
         t0 = self.time_s
-        power = self.power_w
-        self.energy_j += power * dt
+        if self._stale:
+            self._recompute()
+        e = self._energy
+        for i, w in enumerate(self._power):
+            e[i] += w * dt
         self._total_energy_j += self._total_power_w * dt
         if not self.frozen_temps:
-            self.thermal.step_modal(dt, self._modal_gain @ power)
+            self.thermal.step(dt, self._node_power)
         self.time_s = now_s
         for probe in self.probes:
             probe(t0, now_s, self)
@@ -142,10 +146,22 @@ class Platform:
 
     @property
     def power_w(self) -> np.ndarray:
-        """Power per component (W) from now until the next change (read-only)."""
+        """Power per line of the energy account (W) from now until the next change."""
         if self._stale:
             self._recompute()
-        return self._power_w
+        return np.array(self._power)
+
+    @property
+    def node_power_w(self) -> np.ndarray:
+        """Heat into each thermal node (W), in the order of ``thermal.nodes``, from now on."""
+        if self._stale:
+            self._recompute()
+        return np.array(self._node_power)
+
+    @property
+    def energy_j(self) -> np.ndarray:
+        """Energy per line of the energy account since the start (J)."""
+        return np.array(self._energy)
 
     @property
     def total_power_w(self) -> float:
@@ -159,7 +175,7 @@ class Platform:
         return self._total_energy_j
 
     def energy_by_component(self) -> dict[str, float]:
-        return dict(zip(self.component_names, self.energy_j.tolist()))
+        return dict(zip(self.component_names, self._energy))
 
     def temp_c(self, node: str) -> float:
         return self.thermal.temp(node)
@@ -171,14 +187,14 @@ class Platform:
             self._recompute_held()
             return
         soc = self.spec.soc
-        temps = self.thermal.temp_c.tolist()
+        temp = self.thermal.node_temp_c
         ref_c, doubling_c = soc.leakage_ref_c, soc.leakage_doubling_c
         util = self.util
         out = []
         any_busy = 0.0
         for k, (cpus, node, active_w_at_fmax, fmax) in enumerate(self._cluster_consts):
             busy_dyn = self._busy_dyn_w[k]
-            leak = self._leak_w[k] * 2.0 ** ((temps[node] - ref_c) / doubling_c)
+            leak = self._leak_w[k] * 2.0 ** ((temp(node) - ref_c) / doubling_c)
             idle_leak = leak * IDLE_LEAK_FRACTION
             cluster_busy = 0.0
             for cpu in cpus:
@@ -198,20 +214,25 @@ class Platform:
         out.append(self._screen_w if self.screen_on else 0.0)
         if self._has_charger:
             out.append(self.charging_loss_w)
-        self._power_w[:] = out
-        self._total_power_w = sum(out)
-        self._stale = False
+        self._set_power(out)
 
     def _recompute_held(self) -> None:
         held, at_c = self._held
-        soc = self.spec.soc
-        temps = self.thermal.temp_c
-        p = held.copy()
+        d = self.spec.soc.leakage_doubling_c
+        p = list(held)
         for k, idx in enumerate(self._leak_idx):
-            p[idx] *= 2.0 ** ((temps[self._cluster_node[k]] - at_c) / soc.leakage_doubling_c)
+            f = 2.0 ** ((self.thermal.node_temp_c(self._cluster_node[k]) - at_c) / d)
+            for i in idx:
+                p[i] *= f
         p[self._screen_idx] = self._screen_w if self.screen_on else 0.0
         if self._has_charger:
             p[-1] = self.charging_loss_w
-        self._power_w[:] = p
-        self._total_power_w = float(p.sum())
+        self._set_power(p)
+
+    def _set_power(self, p: list[float]) -> None:
+        node = [0.0] * self._n_nodes
+        for w, n in zip(p, self._comp_node):
+            node[n] += w
+        self._power, self._node_power = p, node
+        self._total_power_w = sum(p)
         self._stale = False

@@ -9,9 +9,14 @@ M is similar to the symmetric C^-1/2 G C^-1/2, so one `eigh` at construction giv
 exp(-M t) for any t as V diag(exp(-lambda t)) V^-1 with real, positive lambda. The state is
 kept in modal coordinates z = V^-1 (T - T_amb), where a step is elementwise:
     z(t) = z_ss + exp(-lambda t) (z0 - z_ss),  z_ss = V^-1 G^-1 P,
-and temperatures are read back (T = T_amb + V z) only when someone asks.
+and temperatures are read back (T = T_amb + V z) only when someone asks. A network has a
+handful of nodes, so the per-step arithmetic runs on Python floats (numpy's per-call overhead
+would dominate vectors of six).
 """
 from __future__ import annotations
+
+import math
+from typing import Sequence
 
 import numpy as np
 
@@ -46,34 +51,33 @@ class ThermalNetwork:
         self._v = s[:, None] * u  # M = V diag(lam) V^-1
         self._v_inv = u.T / s[None, :]
         self._g_inv = np.linalg.inv(g)
-        self._z = np.zeros(n)           # modal coordinates of T - T_amb
+        self._z = [0.0] * n              # modal coordinates of T - T_amb
+        self._rates = lam.tolist()
+        self._v_rows = self._v.tolist()
+        self._gain_rows = (self._v_inv @ self._g_inv).tolist()   # node power -> modal steady state
         self._temp: np.ndarray | None = None
 
     @property
     def temp_c(self) -> np.ndarray:
         """Node temperatures (C), in the order of ``nodes`` (read-only)."""
         if self._temp is None:
-            self._temp = self.ambient_c + self._v @ self._z
+            self._temp = self.ambient_c + self._v @ np.array(self._z)
         return self._temp
+
+    def node_temp_c(self, i: int) -> float:
+        """Temperature of node ``i`` (C)."""
+        return self.ambient_c + sum(v * z for v, z in zip(self._v_rows[i], self._z))
 
     def steady_state_c(self, power_w: np.ndarray) -> np.ndarray:
         return self.ambient_c + self._g_inv @ power_w
 
-    def modal_gain(self, node_power: np.ndarray) -> np.ndarray:
-        """V^-1 G^-1 @ ``node_power``: maps what ``node_power`` maps to node powers (W) onto the
-        modal steady state, so a caller can precompute it for its own power vector."""
-        return self._v_inv @ self._g_inv @ node_power
-
-    def step(self, dt_s: float, power_w: np.ndarray) -> None:
+    def step(self, dt_s: float, power_w: Sequence[float]) -> None:
         """Advance by ``dt_s`` with ``power_w`` (W per node) held constant."""
-        self.step_modal(dt_s, self._v_inv @ (self._g_inv @ power_w))
-
-    def step_modal(self, dt_s: float, z_ss: np.ndarray) -> None:
-        """Advance by ``dt_s`` towards the modal steady state ``z_ss`` (see `modal_gain`)."""
         if dt_s <= 0:
             return
-        decay = np.exp(-self.rates_per_s * dt_s)
-        self._z = z_ss + decay * (self._z - z_ss)
+        p = list(power_w)
+        z_ss = [sum(g * w for g, w in zip(row, p)) for row in self._gain_rows]
+        self._z = [s + math.exp(-r * dt_s) * (z - s) for s, r, z in zip(z_ss, self._rates, self._z)]
         self._temp = None
 
     def stored_heat_j(self) -> float:
@@ -85,4 +89,4 @@ class ThermalNetwork:
         return float(self.conductance_w_per_k.sum(axis=1) @ (self.temp_c - self.ambient_c))
 
     def temp(self, node: str) -> float:
-        return float(self.temp_c[self.index[node]])
+        return self.node_temp_c(self.index[node])

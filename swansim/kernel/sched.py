@@ -213,7 +213,14 @@ class WakeupPlacement:
         self._prev_load: list[float] | None = None  # weight per core in the previous plan
         self._order: list[int] | None = None     # cores by capacity, biggest first (fixed)
 
+    # Whether a thread's fit for a core is fixed (capacities are): then a plan with the same
+    # runnable threads as the last one, all on allowed cores, is already placed.
+    fixed_fit = True
+
     def __call__(self, sched, threads: list) -> None:
+        if (self.fixed_fit and len(threads) == len(self._running)
+                and all(t.tid in self._running and t.cpu in t.affinity for t in threads)):
+            return   # nothing woke, nothing left: the last plan's placement is its own fixed point
         cap = sched.capacity
         n = len(cap)
         load, count = [0.0] * n, [0] * n
@@ -306,6 +313,8 @@ class CapacityAwarePlacement(WakeupPlacement):
     that sleeps for a moment wakes back onto a big core and shares it with the app, rather
     than straggling on an idle little core.
     """
+
+    fixed_fit = False   # utilisation moves: a thread may come to fit a core it did not
 
     def __init__(self, half_life_s: float = PELT_HALF_LIFE_S):
         super().__init__()

@@ -1,0 +1,59 @@
+"""Fast-forward against full simulation: the same batches, CPU per batch in bare events.
+
+A Pixel 3 at 25 C trains ``--batches`` batches of ResNet-34 with PyTorch's default, then the
+same number of ShuffleNetV2-x2 on one big core, once fully simulated and once fast-forwarded
+with the batch model (the memo starts empty: its misses are simulated and counted in). Printed:
+CPU per batch of each in bare SimPy events (see _bare.py), the speed-up, the memo's hit rate,
+and the differences in simulated time, energy and final temperatures.
+
+Run: .venv/bin/python benchmarks/bench_fastforward.py [--batches 100]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from _bare import bare_event_s
+
+from swansim.batchmodel import BatchKey, BatchModel, FastForward
+from swansim.device import Device, DeviceConfig
+from swansim.dnn.choices import parse_choice, pytorch_default
+from swansim.dnn.runtime import load_runtime
+from swansim.dnn.tasks import build_task
+from swansim.dnn.training import TrainingJob
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int, default=100)
+    n = ap.parse_args(argv).batches
+    cfg = DeviceConfig("pixel3")
+    soc = Device(cfg).spec.soc
+    jobs = [("resnet34", pytorch_default(soc)), ("shufflenet_v2_x2_0", parse_choice("4", soc))]
+    bare = bare_event_s(100_000, 2)
+    t0 = time.process_time()
+    full = Device(cfg)
+    for model, choice in jobs:
+        job = TrainingJob(full.env, full.sched, soc, build_task(model), load_runtime("pytorch"), choice,
+                          n_batches=n, record_layers=False)
+        full.env.run(until=job.process)
+    full.sched.sync()
+    full_cpu = time.process_time() - t0
+    t0 = time.process_time()
+    ff, bm = Device(cfg), BatchModel()
+    for model, choice in jobs:
+        FastForward(ff, bm, BatchKey("pixel3", model, choice)).run_batches(n)
+    ff.sched.sync()
+    ff_cpu = time.process_time() - t0
+    bare = (bare + bare_event_s(100_000, 2)) / 2
+    total = 2 * n
+    print(f"{total} batches: full {full_cpu / total / bare:,.0f} bare events/batch, fast-forward "
+          f"{ff_cpu / total / bare:,.0f} (x{full_cpu / ff_cpu:.1f}); memo hit rate {bm.hit_rate:.1%}")
+    print(f"time {ff.env.now / full.env.now - 1:+.3%}, energy "
+          f"{ff.platform.total_energy_j / full.platform.total_energy_j - 1:+.3%}, final temperatures (C): "
+          + ", ".join(f"{n} {a:.2f}/{b:.2f}" for n, a, b in zip(full.platform.thermal.nodes,
+                                                             full.platform.thermal.temp_c, ff.platform.thermal.temp_c)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""One definition per concept, used by every path.
+
+The core classes (little, big, prime; capacity), the Swan tasks (model, input, classes, batch)
+and the warm-up before the owner's benchmark each have one home; landscape, ux, demo, thermal,
+the calibration and the batch model read them there. The checks are behavioural (what each
+path builds equals what the home says) and structural (no other module spells the figures).
+"""
+import ast
+from pathlib import Path
+
+import pytest
+
+import swansim
+from swansim.dnn.choices import Choice, little_one, pytorch_default
+from swansim.dnn.tasks import FIG2_TASKS, SWAN_BATCH, SWAN_TASKS, build_task
+from swansim.hw.profile import Catalogue
+from swansim.runs import scenarios, thermal, ux
+from swansim.runs.calibration import Fig2, Ncnn
+from swansim.dnn import calibrate as cal
+
+CAT = Catalogue.load()
+SRC = Path(swansim.__file__).parent
+
+
+@pytest.mark.parametrize("name", sorted(CAT.devices))
+def test_core_classes_come_from_the_soc(name):
+    soc = CAT.device(name).soc
+    ranked = soc.ranked_clusters
+    assert [c.capacity for c in ranked] == sorted(c.capacity_dmips_mhz * c.fmax_mhz for c in soc.clusters)
+    assert soc.little is ranked[0]
+    assert pytorch_default(soc).threads == len(soc.big_cpus)
+    assert thermal.load_cpus(CAT.device(name), "big") == list(soc.big_cpus)
+    assert thermal.load_cpus(CAT.device(name), "little") == list(soc.little.cpus)
+    assert little_one(soc).cpus == (soc.little.cpus[0],)
+
+
+def test_every_path_builds_the_swan_tasks_from_one_table():
+    for model, t in SWAN_TASKS.items():
+        g = build_task(model)
+        assert (g.batch, tuple(g.input_shape), g.num_classes) == (SWAN_BATCH, t.input_shape, t.num_classes)
+    fig2 = Fig2(CAT)
+    for key in fig2.keys:
+        assert key.model in FIG2_TASKS and key.input_shape is None and key.batch is None   # -> build_task
+    bg = scenarios.TrainingBackground("mobilenet_v2")
+    assert bg.model in SWAN_TASKS
+    assert set(ux.UxConfig().models) <= set(SWAN_TASKS)
+    rows = cal.read_ncnn(CAT)
+    for key, row in zip(Ncnn(CAT, rows).keys, rows):
+        assert isinstance(key.plan, Choice) and key.plan.cpus == CAT.socs[row.soc].big_cpus
+
+
+def test_one_warmup_for_the_owners_benchmark():
+    import inspect
+
+    for fn in (scenarios.run_workbench, scenarios.work_score, scenarios.app_jank):
+        assert inspect.signature(fn).parameters["warmup_s"].default == scenarios.WARMUP_S
+    assert ux.UxConfig().warmup_s == scenarios.WARMUP_S
+
+
+def _literals(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple) and all(isinstance(e, ast.Constant) for e in node.elts):
+            yield tuple(e.value for e in node.elts)
+
+
+def test_no_other_module_spells_the_figures():
+    """Task input shapes live in dnn/tasks.py; capacity-dmips-mhz is read in hw/profile.py only."""
+    shapes = {t.input_shape for t in SWAN_TASKS.values()}
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        text = path.read_text()
+        tree = ast.parse(text)
+        if rel != "dnn/tasks.py":
+            assert not shapes & set(_literals(tree)), f"{rel} spells a Swan task's input shape"
+        if rel not in ("hw/profile.py", "cli/profiles.py"):
+            assert ".capacity_dmips_mhz" not in text, f"{rel} ranks cores its own way"
