@@ -122,7 +122,7 @@ def test_every_frame_is_counted_once(category, seed, stop_s, load_scale):
     dev = Device(DeviceConfig(device="pixel3", seed=seed, screen_on=True))
     table = load_app_table()
     rec = UxRecorder()
-    app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, dev.rng,
+    app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, seed,
               load_scale=load_scale).start()
     dev.run(stop_s)
     app.stop()
