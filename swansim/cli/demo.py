@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from swansim.cli.common import add_jobs
+from swansim.cli.common import add_jobs, out_under
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,11 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
     from swansim.runs.demo import DemoConfig, run_demo
 
-    out = Path(args.out) / "demo"
+    out = out_under(args.out, "demo")
     tables = run_demo(DemoConfig(args.device, args.seed, args.thermal_minutes), out, args.jobs)
     for name, df in tables.items():
         print(f"\n== {args.device} {name}")
