@@ -163,7 +163,7 @@ def ux_drops(drops: pd.DataFrame, path: Path) -> Path:
 
 def ux_jank(janks: pd.DataFrame, path: Path) -> Path:
     """Share of janky frames per phone, light app and background."""
-    plt = _plt()
+    _plt()  # the Agg backend, before pandas draws
     df = janks.copy()
     df["run"] = [("none" if p == "none" else f"{m} {p}") for m, p in zip(df["model"], df["placement"])]
     df["x"] = df["device"] + "\n" + df["app"]

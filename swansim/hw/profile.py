@@ -591,12 +591,10 @@ class Catalogue:
     def device(self, name: str, where: str = "config") -> DeviceSpec:
         """A phone or board by name; an SoC name gives that SoC in the generic chassis.
         ``where``: where the name came from (e.g. "--device"), for the error if it is unknown."""
+        one_of(name, where, sorted(self.devices) + sorted(self.socs), "profile")
         if name in self.devices:
             return self.devices[name]
-        if name in self.socs:
-            return load_device(self.root / "phones" / "generic-phone.toml", self.socs, soc_override=name)
-        one_of(name, where, sorted(self.devices) + sorted(self.socs), "profile")  # raises: unknown
-        raise AssertionError(name)
+        return load_device(self.root / "phones" / "generic-phone.toml", self.socs, soc_override=name)
 
 
 def _generic_cpusets(soc: SocSpec) -> dict[str, tuple[int, ...]]:
