@@ -105,6 +105,6 @@ def _writable_dir(p: Path, where: str, field: str) -> Path:
         p.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=p):
             pass
-    except OSError as e:
-        raise InputError(where, field, f"cannot write files in {p} ({e.strerror or e})") from None
+    except (OSError, ValueError) as e:   # ValueError: a NUL byte in the path
+        raise InputError(where, field, f"cannot write files in {p} ({getattr(e, 'strerror', None) or e})") from None
     return p

@@ -20,6 +20,11 @@ class InputError(ValueError):
         # ``file=`` is the older keyword for ``where`` (still used in swansim.dnn).
         where = file if where is None else where
         self.where, self.field, self.reason, self.line = str(where), str(field), reason, line
-        at = f"{self.where}:{line}" if line is not None else self.where
-        # one line whatever the parts hold (a TOML or CSV message may carry a newline)
-        super().__init__(f"{at}: {self.field}: {reason}".replace("\r", " ").replace("\n", " "))
+        at = _printable(self.where) + (f":{line}" if line is not None else "")
+        # one line whatever the parts hold (a TOML message may carry a line break)
+        super().__init__(" ".join(f"{at}: {_printable(self.field)}: {reason}".splitlines()))
+
+
+def _printable(text: str) -> str:
+    """User-given text as it can be shown on one line: quoted with escapes if it holds control characters."""
+    return text if text.isprintable() else repr(text)

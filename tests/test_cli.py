@@ -281,9 +281,25 @@ BAD = {
 }
 
 
+def _all_profiles() -> tuple[str, ...]:
+    from swansim.hw.profile import Catalogue
+    cat = Catalogue.load()
+    return tuple(cat.devices) + tuple(cat.socs)
+
+
+# commands whose one argument is positional: a bad value for it
+BAD_POSITIONAL = {
+    ("profiles", "show"): _bad_names(_all_profiles()),
+    ("profiles", "validate"): st.text(max_size=16).filter(lambda s: not s.startswith("-")),
+    ("traces", "show"): st.text(max_size=16).filter(lambda s: not s.startswith("-") and s.strip("./") != "traces"),
+}
+
+
 @st.composite
 def bad_command(draw):
-    command = draw(st.sampled_from(sorted(BAD)))
+    command = draw(st.sampled_from(sorted(BAD) + sorted(BAD_POSITIONAL)))
+    if command in BAD_POSITIONAL:
+        return [*command, "--", draw(BAD_POSITIONAL[command])]
     options = BAD[command]
     chosen = draw(st.permutations(sorted(options)))[:draw(st.integers(1, 3))]
     argv = list(command)

@@ -184,6 +184,8 @@ class _CsvColumns:
             raise InputError(self.file, "path", f"cannot read ({e.strerror or e})") from None
         except UnicodeDecodeError as e:
             raise InputError(self.file, "encoding", f"not UTF-8 text ({e.reason})") from None
+        except ValueError as e:   # a NUL byte in the path
+            raise InputError(repr(self.file), "path", f"not a usable path ({e})") from None
         try:
             rows, lines = self._rows(text)
         except csv.Error as e:

@@ -341,6 +341,8 @@ def _read_toml(path: Path) -> dict:
         raise InputError(path, "<file>", f"cannot read ({e.strerror or e})") from None
     except UnicodeDecodeError as e:
         raise InputError(path, "<file>", f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except ValueError as e:   # a NUL byte in the path
+        raise InputError(repr(str(path)), "<file>", f"not a usable path ({e})") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(path, "<syntax>", f"not valid TOML: {e}") from None
 
