@@ -27,6 +27,7 @@ from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
+from swansim.results import write_manifest
 from swansim.runs.pool import check_jobs, run_all
 
 COLUMNS = ["choice", "kind", "cores", "threads", "clusters", "latency_s", "energy_j", "power_w", "speedup",
@@ -41,9 +42,12 @@ MAX_LITTLE_PEAK_S = 60.0
 def parse_input(text: str, where: str = "--input") -> tuple[int, int, int]:
     """"CxHxW" as (C, H, W), each in range."""
     parts = str(text).lower().split("x")
-    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-        raise InputError(where, repr(text), "expected CxHxW with positive integers, e.g. 3x224x224")
-    c, h, w = (int(p) for p in parts)
+    try:
+        if len(parts) != 3 or not all(p.strip().isdecimal() for p in parts):
+            raise ValueError
+        c, h, w = (int(p) for p in parts)
+    except ValueError:   # also: more digits than int() takes
+        raise InputError(where, repr(text), "expected CxHxW with positive integers, e.g. 3x224x224") from None
     for name, v, hi in (("channels", c, MAX_CHANNELS), ("height", h, MAX_SIDE), ("width", w, MAX_SIDE)):
         if not 1 <= v <= hi:
             raise InputError(where, repr(text), f"{name} must be from 1 to {hi}, got {v}")
@@ -135,30 +139,18 @@ def landscape_frame(device: str = "pixel3", model: str = "resnet34", runtime: st
                     mixed: bool = True, jobs: int | None = 1, progress: bool = False):
     """The landscape as a tidy frame (one row per choice, cost order, baseline last)."""
     cfg = LandscapeConfig(device, model, runtime, mode, batch, classes, input_shape, batches, warmup, mixed)
-    return _frame(cfg, cfg.check(_catalogue()), check_jobs(jobs), progress)
+    return run_landscape(cfg, None, jobs, progress)
 
 
 def run_landscape(cfg: LandscapeConfig, out: Path | str | None = None, jobs: int | None = None,
                   progress: bool = True):
     """`landscape_frame` for ``cfg``; with ``out``, also the CSV there and its manifest next to
     it (``NAME.manifest.json``). Every argument and the output path are checked first."""
-    from swansim.results import write_manifest
-
-    key = cfg.check(_catalogue())
-    jobs = check_jobs(jobs)
-    path = checks.out_file(out) if out is not None else None
-    df = _frame(cfg, key, jobs, progress)
-    if path is not None:
-        df.to_csv(path, index=False)
-        write_manifest(path.parent, asdict(cfg), seed=DeviceConfig().seed, files=[path.name],
-                       name=f"{path.stem}.manifest.json")
-    return df
-
-
-def _frame(cfg: LandscapeConfig, key: tuple, jobs: int, progress: bool):
     import pandas as pd
 
-    model, batch, shape, classes, mode = key
+    model, batch, shape, classes, mode = cfg.check(_catalogue())
+    jobs = check_jobs(jobs)
+    path = checks.out_file(out) if out is not None else None
     soc = _catalogue().device(cfg.device).soc
     choices = enumerate_choices(soc, mixed=cfg.mixed) + [pytorch_default(soc)]
     args = [(cfg.device, model, cfg.runtime, mode, batch, shape, classes, c, cfg.batches, cfg.warmup)
@@ -169,4 +161,9 @@ def _frame(cfg: LandscapeConfig, key: tuple, jobs: int, progress: bool):
     base = df[df["kind"] == "default"].iloc[0]
     df["speedup"] = base["latency_s"] / df["latency_s"]
     df["energy_vs_baseline"] = df["energy_j"] / base["energy_j"]
-    return df[COLUMNS]
+    df = df[COLUMNS]
+    if path is not None:
+        df.to_csv(path, index=False)
+        write_manifest(path.parent, asdict(cfg), seed=DeviceConfig().seed, files=[path.name],
+                       name=f"{path.stem}.manifest.json")
+    return df
