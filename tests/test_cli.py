@@ -190,6 +190,8 @@ def test_messages_say_where_once_and_why(files, tmp_path, monkeypatch):
             (["profiles", "validate", files["typo"]],
              f"{files['typo']}: dram_latancy_ns: unknown field (did you mean 'dram_latency_ns'?)"),
             (["thermal", "--out", files["file"]], f"--out: {files['file']}/thermal: {files['file']} is a file"),
+            (["profiles", "validate", str(EXAMPLES / "sessions.csv")], f"{EXAMPLES / 'sessions.csv'}: <syntax>: not valid TOML"),
+            (["traces", "show", files["file"]], f"{files['file']}: path: not a directory"),
         ]:
             rc, _, err = run_main(argv)
             assert rc == 2 and err.startswith(f"swansim: error: {line}"), err

@@ -671,12 +671,12 @@ def synth_to_dir(out_dir: str | Path, users: int, days: int, seed: int,
     Backs ``swansim traces synth --days D --users N --seed S --out DIR``: the arguments and
     the output directory are checked first, and errors name those options.
     """
+    from swansim.results import git_commit
+
     _check_args(users, days, seed, options=True)
     out = checks.out_dir(out_dir)
     p = params or SynthParams()
     trace = synthesize(users, days, seed, p, progress)
-    from swansim.results import git_commit
-
     write_trace(trace, out, {"generator": _GENERATOR, "swansim_version": __version__, "git_commit": git_commit(),
                              "seed": int(seed), "days": int(days), "params": p.to_dict()})
     return trace

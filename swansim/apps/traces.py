@@ -185,7 +185,7 @@ class _CsvColumns:
         except UnicodeDecodeError as e:
             raise InputError(self.file, "encoding", f"not UTF-8 text ({e.reason})") from None
         except ValueError as e:   # a NUL byte in the path
-            raise InputError(repr(self.file), "path", f"not a usable path ({e})") from None
+            raise InputError(self.file, "path", f"not a usable path ({e})") from None
         try:
             rows, lines = self._rows(text)
         except csv.Error as e:

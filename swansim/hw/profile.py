@@ -341,10 +341,10 @@ def _read_toml(path: Path) -> dict:
         raise InputError(path, "<file>", f"cannot read ({e.strerror or e})") from None
     except UnicodeDecodeError as e:
         raise InputError(path, "<file>", f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except ValueError as e:   # a NUL byte in the path
-        raise InputError(repr(str(path)), "<file>", f"not a usable path ({e})") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(path, "<syntax>", f"not valid TOML: {e}") from None
+    except ValueError as e:   # a NUL byte in the path (after its subclasses above)
+        raise InputError(str(path), "<file>", f"not a usable path ({e})") from None
 
 
 def _cluster(t: _Table) -> ClusterSpec:
@@ -511,8 +511,9 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
     """Load a device file; ``soc_override`` puts another SoC in the same chassis."""
     path = Path(path)
     t = _Table(_read_toml(path), path, "")
-    soc_name = t.str("soc")
-    soc_name = soc_override or soc_name
+    soc_name = t.str("soc")   # read (and checked) even when another SoC goes in the chassis
+    if soc_override:
+        soc_name = soc_override
     if soc_name not in socs:
         raise t.err("soc", f"unknown SoC {soc_name!r} (known: {', '.join(sorted(socs))})")
     soc = socs[soc_name]
@@ -590,10 +591,15 @@ class Catalogue:
         if name in self.socs or name in self.devices:
             raise InputError(path, "name", f"{name!r} is already defined by another profile")
 
+    @property
+    def names(self) -> list[str]:
+        """Every name `device` takes: devices, then SoCs (each in the generic chassis)."""
+        return sorted(self.devices) + sorted(self.socs)
+
     def device(self, name: str, where: str = "config") -> DeviceSpec:
         """A phone or board by name; an SoC name gives that SoC in the generic chassis.
         ``where``: where the name came from (e.g. "--device"), for the error if it is unknown."""
-        one_of(name, where, sorted(self.devices) + sorted(self.socs), "profile")
+        one_of(name, where, self.names, "profile")
         if name in self.devices:
             return self.devices[name]
         return load_device(self.root / "phones" / "generic-phone.toml", self.socs, soc_override=name)

@@ -149,7 +149,7 @@ def check_devices(names, cat: Catalogue, where: str = "--devices") -> list[str]:
     """The devices asked for (None: every profile but the generic chassis); unknown names fail."""
     if names is None:
         return phone_names(cat)
-    return list(checks.names(names, where, sorted(cat.devices) + sorted(cat.socs), "profile"))
+    return list(checks.names(names, where, cat.names, "profile"))
 
 
 def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: float = 30.0, sample_s: float = 1.0,

@@ -58,7 +58,7 @@ class UxConfig:
 
     def check(self, cat: Catalogue) -> None:
         """Every field, before any work: one InputError naming the first bad one."""
-        checks.names(self.devices, "--devices", sorted(cat.devices) + sorted(cat.socs), "profile")
+        checks.names(self.devices, "--devices", cat.names, "profile")
         checks.names(self.models, "--models", SWAN_TASKS, "model")
         checks.integer(self.passes, "--passes", 1, 20)
         checks.integer(self.seeds, "--seeds", 1, 1000)
