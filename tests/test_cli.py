@@ -318,12 +318,14 @@ FUZZ = settings(max_examples=200, deadline=None, derandomize=True,
 
 @FUZZ
 @given(argv=bad_command())
-def test_fuzz_bad_options_are_one_line_errors_before_any_work(argv, files):
+def test_fuzz_bad_options_are_one_line_errors_before_any_work(argv, files, tmp_path_factory):
     for key, path in files.items():
         argv = [a.replace("{" + key + "}", path) for a in argv]
-    with tripwire():
+    cwd = tmp_path_factory.mktemp("cwd")
+    with tripwire(), contextlib.chdir(cwd):
         rc, _, err = run_main(argv)
     assert_one_line_error(rc, err)
+    assert not any(cwd.iterdir()), "a bad input wrote output"
 
 
 def _mutations(text: str):
