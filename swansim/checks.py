@@ -43,11 +43,12 @@ def number(value, where: str, lo: float, hi: float, unit: str = "") -> float:
 
 
 def seed(value, where: str = "--seed") -> int:
+    """A random seed: an integer from 0 to MAX_SEED."""
     return integer(value, where, 0, MAX_SEED)
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """" (did you mean 'x'?)" for the nearest known name, or "" if none is near."""
+    """The nearest known name as " (did you mean 'x'?)", or "" if none is near."""
     near = difflib.get_close_matches(str(name), list(known), n=1)
     return f" (did you mean {near[0]!r}?)" if near else ""
 

@@ -36,6 +36,7 @@ class Parser(argparse.ArgumentParser):
             raise InputError(where, choice.group(1), f"not one of {choice.group(2)}")
         raise InputError(where, "value", reason)
 
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="swansim", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"swansim {__version__}")
