@@ -30,44 +30,49 @@ def _save(fig, path: Path, dpi: int = 110) -> Path:
 
 def landscape_bars(frames: dict[str, pd.DataFrame], path: Path, paper: pd.DataFrame | None = None,
                    title: str = "") -> Path:
-    """Latency, energy and power per execution choice, each normalised to the worst plotted choice.
+    """Latency, energy and power per execution choice, on the scale of the Swan paper's Fig. 2.
 
     ``frames``: model -> landscape frame. ``paper``: optional tidy frame (model, metric, choice,
-    value) of published figures normalised to the paper's worst plotted choice; drawn as black
-    ticks over the bars, on the bars' scale (so a tick sits where the paper's ratio puts it
-    relative to our bar of the same reference choice). Choice labels are strings ("0123").
+    value) of the published figures, each normalised to the paper's worst plotted choice for
+    that metric (value 1.00). Our bars of a metric are divided by our value at that same choice,
+    so the paper's figures, drawn as black ticks, sit exactly where Fig. 2 puts them and a bar
+    level with its tick agrees with the paper. A metric the paper does not plot is divided by
+    our largest value. The legend names each metric's reference choice. Choice labels are
+    strings ("0123" stays "0123").
     """
     plt = _plt()
     metrics = ("latency_s", "energy_j", "power_w")
-    fig, axes = plt.subplots(len(frames), 1, figsize=(10, 3.2 * len(frames)), squeeze=False)
+    fig, axes = plt.subplots(len(frames), 1, figsize=(10, 3.4 * len(frames)), squeeze=False)
     for ax, (model, df) in zip(axes[:, 0], frames.items()):
         df = df[df["kind"] != "default"].reset_index(drop=True)
         labels = df["choice"].astype(str)
         width = 0.8 / len(metrics)
         for i, m in enumerate(metrics):
+            name = m.rsplit("_", 1)[0]
             x = [j + (i - 1) * width for j in range(len(df))]
-            top = df[m].max()
-            ax.bar(x, df[m] / top, width, label=m.rsplit("_", 1)[0])
-            if paper is None:
-                continue
-            ref = paper[(paper["model"] == model) & (paper["metric"] == m.rsplit("_", 1)[0])]
-            if not len(ref):
-                continue
-            # the paper normalises to its worst plotted choice: scale its ratios by our value there
-            worst = str(ref.loc[ref["value"].idxmax(), "choice"])
-            if worst not in set(labels):
-                continue
-            ours_worst = float(df.loc[labels == worst, m].iloc[0]) / top
+            ref = (paper[(paper["model"] == model) & (paper["metric"] == name)] if paper is not None
+                   else pd.DataFrame(columns=["choice", "value"]))
+            ref = ref[ref["choice"].astype(str).isin(set(labels))]
+            if len(ref):
+                at = str(ref.loc[ref["value"].idxmax(), "choice"])
+                scale = float(df.loc[labels == at, m].iloc[0])
+            else:
+                at, scale = str(labels[df[m].idxmax()]), float(df[m].max())
+            ax.bar(x, df[m] / scale, width, label=f"{name} (/ {at})")
             for _, r in ref.iterrows():
-                hit = df.index[labels == str(r["choice"])]
-                if len(hit):
-                    ax.plot(hit[0] + (i - 1) * width, r["value"] * ours_worst, "k_", ms=12, mew=2)
+                j = int(df.index[labels == str(r["choice"])][0])
+                ax.plot(x[j], r["value"], "_", color="black", ms=12, mew=2, zorder=3)
+        ax.axhline(1.0, color="grey", lw=0.5, ls=":")
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.15)   # room for the legend above the bars
         ax.set_xticks(range(len(df)))
         ax.set_xticklabels(labels, rotation=0, fontsize=8)
-        ax.set_ylabel(f"{model}\n(/ worst choice)")
-        ax.legend(fontsize=7, ncol=3)
-    axes[-1, 0].set_xlabel("execution choice (cpu ids); bars: each metric / its largest value; "
-                           "black ticks: Swan paper Fig. 2")
+        ax.set_ylabel(f"{model}\n(/ reference choice)")
+        if paper is not None:
+            ax.plot([], [], "_", color="black", ms=12, mew=2, label="Swan paper Fig. 2")
+        ax.legend(fontsize=7, ncol=4)
+    axes[-1, 0].set_xlabel("execution choice (cpu ids). Each metric / its value at the reference choice in the "
+                           "legend:\nthe paper's worst plotted choice (= 1 in Fig. 2) where the paper has the metric, "
+                           "else our worst", fontsize=8)
     if title:
         fig.suptitle(title)
     return _save(fig, path)
@@ -158,7 +163,7 @@ def ux_drops(drops: pd.DataFrame, path: Path) -> Path:
 
 def ux_jank(janks: pd.DataFrame, path: Path) -> Path:
     """Share of janky frames per phone, light app and background."""
-    _plt()   # selects the Agg backend before pandas draws
+    _plt()  # the Agg backend, before pandas draws
     df = janks.copy()
     df["run"] = [("none" if p == "none" else f"{m} {p}") for m, p in zip(df["model"], df["placement"])]
     df["x"] = df["device"] + "\n" + df["app"]

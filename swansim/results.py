@@ -48,8 +48,9 @@ def profile_checksums(root: Path | None = None) -> dict[str, str]:
     return out
 
 
-def write_manifest(out_dir: Path, config, seed: int | None, files: Iterable[str] = (), **extra) -> Path:
-    """``manifest.json`` in ``out_dir``: config, seed, files written, version, commit, profile
+def write_manifest(out_dir: Path, config, seed: int, files: Iterable[str] = (), name: str = "manifest.json",
+                   **extra) -> Path:
+    """``name`` in ``out_dir``: config, seed, files written, version, commit, profile
     checksums, and (only here) the wall-clock facts of the run."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -57,6 +58,6 @@ def write_manifest(out_dir: Path, config, seed: int | None, files: Iterable[str]
     doc = {"swansim_version": __version__, "git_commit": git_commit(), "config": cfg, "seed": seed,
            "files": sorted(set(files)), "profiles_sha256": profile_checksums(), **extra,
            "python": _py_platform.python_version(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    path = out_dir / "manifest.json"
+    path = out_dir / name
     path.write_text(json.dumps(doc, indent=2, default=str))
     return path

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from swansim.apps.appmodels import (APP_TABLE_PATH, App, FramePipeline, Vsync, load_app_table, play_trace,
-                                    scalar_speed)
+from swansim.apps.appmodels import (APP_TABLE_PATH, App, AppStreams, FramePipeline, Vsync, app_streams,
+                                    load_app_table, play_trace, scalar_speed)
 from swansim.apps.traces import CATEGORIES, Session, Trace
 from swansim.apps.ux import FROZEN_FRAME_MS, SLOW_FRAME_MS, UxRecorder, frame_table, jank_pct, jank_summary, slowdown
 from swansim.apps.workbench import animation_stretch_s, score, score_drop_pct, script, task_times
@@ -112,6 +112,64 @@ def test_light_apps_jank_under_one_percent_on_pixel3(category):
     assert summary["jank_pct"].iloc[0] < 1.0
 
 
+# ---------------------------------------------------------------- common random numbers
+
+
+class _Recorded:
+    """A random generator that keeps what it drew."""
+
+    def __init__(self, rng):
+        self._rng, self.drawn = rng, []
+
+    def __getattr__(self, name):
+        draw = getattr(self._rng, name)
+
+        def recorded(*a, **kw):
+            x = draw(*a, **kw)
+            self.drawn.append((name, float(x)))
+            return x
+        return recorded
+
+
+def _messaging_inputs(beside: str, seconds: float = 20.0):
+    """What the messaging app drew (per stream) and the frames it made, with ``beside`` running."""
+    table = load_app_table()
+    dev = _pixel3(seed=7)
+    if beside == "dense load":
+        DenseLoad(8, nice=-10)(dev)
+    rec = UxRecorder()
+    if beside == "another app":
+        App(dev.env, dev.sched, dev.spec, table.categories["game3d"], table.android, rec, 7, name="game").start()
+    app = App(dev.env, dev.sched, dev.spec, table.categories["messaging"], table.android, rec, 7, name="messaging")
+    app.streams = AppStreams(*(_Recorded(getattr(app.streams, k)) for k in ("bursts", "frames", "workers")))
+    app.start()
+    dev.run(seconds)
+    frames = rec.frames()
+    return {k: getattr(app.streams, k).drawn for k in ("bursts", "frames", "workers")}, frames[frames["app"] == "messaging"]
+
+
+@pytest.mark.parametrize("beside", ["dense load", "another app"])
+def test_an_app_draws_the_same_input_whatever_runs_beside_it(beside):
+    """Common random numbers: bursts, per-frame work and worker jobs of an app depend only on the
+    seed and its name. What runs beside it changes when its frames finish, not what they are."""
+    alone, alone_frames = _messaging_inputs("nothing")
+    loaded, loaded_frames = _messaging_inputs(beside)
+    for kind in ("bursts", "frames", "workers"):
+        a, b = alone[kind], loaded[kind]
+        n = min(len(a), len(b))
+        assert n > 0 and a[:n] == b[:n], kind            # the same draws, in the same order
+    assert not alone_frames["done_s"].reset_index(drop=True).equals(loaded_frames["done_s"].reset_index(drop=True))
+
+
+def test_app_streams_are_keyed_by_seed_and_name():
+    def first(seed, name):
+        return app_streams(seed, name).frames.random()
+    assert first(1, "messaging") == first(1, "messaging")
+    assert len({first(1, "messaging"), first(2, "messaging"), first(1, "browsing")}) == 3
+    s = app_streams(1, "messaging")
+    assert len({s.bursts.random(), s.frames.random(), s.workers.random()}) == 3
+
+
 # ---------------------------------------------------------------- frame accounting
 
 
@@ -122,7 +180,7 @@ def test_every_frame_is_counted_once(category, seed, stop_s, load_scale):
     dev = Device(DeviceConfig(device="pixel3", seed=seed, screen_on=True))
     table = load_app_table()
     rec = UxRecorder()
-    app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, dev.rng,
+    app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, seed,
               load_scale=load_scale).start()
     dev.run(stop_s)
     app.stop()

@@ -1,42 +1,465 @@
-"""The command line: catalogue listing and one-line errors for bad input."""
+"""The command line: every command runs; every bad input is one line `where: field: reason`, exit
+code 2, no traceback, before any simulation starts.
+
+Bad inputs run in-process (`swansim.cli.main`) with the simulation entry points replaced by a
+tripwire: a check that comes too late trips it instead of running minutes of simulation.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+from unittest import mock
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from swansim.cli import main
 
+REPO = Path(__file__).resolve().parents[1]
+SDM845 = (REPO / "device_profiles" / "socs" / "sdm845.toml").read_text()
+EXAMPLES = REPO / "traces" / "examples"
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "swansim", *args], capture_output=True, text=True)
+
+class WorkStarted(BaseException):
+    """Raised by the tripwire: a simulation, a process pool or a trace synthesis began."""
 
 
-def test_profiles_list_shows_every_soc_and_phone(capsys):
-    assert main(["profiles", "list"]) == 0
-    out = capsys.readouterr().out
+@contextlib.contextmanager
+def tripwire():
+    def trip(*_a, **_kw):
+        raise WorkStarted
+    with mock.patch("simpy.Environment.run", trip), mock.patch("swansim.apps.synth.synthesize", trip), \
+            mock.patch("swansim.runs.pool.ProcessPoolExecutor", trip):
+        yield
+
+
+def run_main(argv: list[str]) -> tuple[int, str, str]:
+    """``swansim argv`` in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as e:   # only --help and --version exit through argparse
+            rc = e.code
+    return rc, out.getvalue(), err.getvalue()
+
+
+def assert_one_line_error(rc: int, err: str, where: str | None = None) -> None:
+    assert rc == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("swansim: error: ") and lines[0].count(": ") >= 3, lines[0]
+    if where is not None:
+        assert lines[0].startswith(f"swansim: error: {where}: "), lines[0]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, str]:
+    """Files and directories the bad inputs point at."""
+    d = tmp_path_factory.mktemp("inputs")
+    (d / "a-file.txt").write_text("not a directory\n")
+    (d / "a-dir").mkdir()
+    (d / "binary.toml").write_bytes(b"\x00\x01\xff\xfe\x80 binary")
+    (d / "typo.toml").write_text(SDM845.replace("l3_kib = 2048\n", "l3_kib = 2048\ndram_latancy_ns = 500\n"))
+    trace = d / "trace"
+    shutil.copytree(EXAMPLES, trace)
+    return {"file": str(d / "a-file.txt"), "dir": str(d / "a-dir"), "binary": str(d / "binary.toml"),
+            "typo": str(d / "typo.toml"), "trace": str(trace), "missing": str(d / "no-such-thing"),
+            "unwritable": "/proc/swansim-test/out"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Every case of issue 13, and a few more, as explicit cases: (argv, where the error points)
+
+CASES = [
+    # tracebacks before: output paths
+    ("landscape --out {dir}", "--out"),
+    ("landscape --out {file}/x.csv", "--out"),
+    ("landscape --out {unwritable}/x.csv", "--out"),
+    ("landscape --out ''", "--out"),
+    ("traces synth --out {file}", "--out"),
+    ("traces synth --out {unwritable}", "--out"),
+    ("thermal --out {file}", "--out"),
+    ("thermal --out {unwritable}", "--out"),
+    ("demo --out {file}", "--out"),
+    ("demo --out {unwritable}", "--out"),
+    ("ux --out {file}", "--out"),
+    ("ux --out ''", "--out"),
+    # tracebacks before: files in the wrong shape
+    ("profiles validate {dir}", "{dir}"),
+    ("profiles validate {binary}", "{binary}"),
+    ("profiles validate {missing}", "{missing}"),
+    ("traces show {trace}/sessions.csv", "{trace}/sessions.csv"),
+    ("traces show {missing}", "{missing}"),
+    ("traces show {file}", "{file}"),
+    # tracebacks before: numbers
+    ("thermal --minutes nan", "--minutes"),
+    ("thermal --minutes inf", "--minutes"),
+    ("thermal --minutes 0", "--minutes"),
+    ("thermal --minutes -3", "--minutes"),
+    ("thermal --sample-s 0", "--sample-s"),
+    ("thermal --sample-s nan", "--sample-s"),
+    ("demo --thermal-minutes 0", "--thermal-minutes"),
+    ("demo --thermal-minutes nan", "--thermal-minutes"),
+    # accepted silently before
+    ("landscape --batch 0", "--batch"),
+    ("landscape --classes 0", "--classes"),
+    ("profiles validate {typo}", "{typo}"),
+    ("profiles --root {missing} list", "{missing}"),
+    ("profiles --root {file} validate", "{file}"),
+    ("thermal --devices ''", "--devices"),
+    ("thermal --devices ,,", "--devices"),
+    ("thermal --devices pixel3,pixel3", "--devices"),
+    ("ux --light-s -1", "--light-s"),
+    ("ux --warmup-s nan", "--warmup-s"),
+    ("ux --devices ''", "--devices"),
+    ("ux --models ''", "--models"),
+    # misleading before
+    ("landscape --warmup -1", "--warmup"),
+    ("landscape --batches 0", "--batches"),
+    ("landscape --device nokia3310", "--device"),
+    ("landscape --input 3x0x2", "--input"),
+    ("landscape --input 3x224", "--input"),
+    ("landscape --input axbxc", "--input"),
+    ("profiles show nokia3310", "profiles show"),
+    ("thermal --devices nokia3310", "--devices"),
+    ("demo --device nokia3310", "--device"),
+    # runaway before
+    ("landscape --batch 100000000", "--batch"),
+    ("landscape --input 3x100000x100000", "--input"),
+    ("landscape --batch 4096", "--batch"),
+    ("landscape --input 3x4096x4096 --batch 1", "--batch"),
+    ("traces synth --users 1000000000 --out {dir}/t", "--users"),
+    ("traces synth --users 1000 --days 365 --out {dir}/t", "--users"),
+    ("thermal --minutes 100000", "--minutes"),
+    # unknown names, negative seeds and jobs, malformed options
+    ("landscape --model resnet", "--model"),
+    ("landscape --runtime tensorflow", "--runtime"),
+    ("landscape --mode fly", "--mode"),
+    ("landscape --batch abc", "--batch"),
+    ("landscape --jobs 0", "--jobs"),
+    ("thermal --governor turbo", "--governor"),
+    ("thermal --thermal-governor none", "--thermal-governor"),
+    ("thermal --seed -1", "--seed"),
+    ("ux --placement anywhere", "--placement"),
+    ("ux --passes 0", "--passes"),
+    ("ux --seeds 0", "--seeds"),
+    ("ux --models resnet9000", "--models"),
+    ("demo --seed -1", "--seed"),
+    ("demo --jobs -2", "--jobs"),
+    ("traces synth --out {dir}/t --days 0", "--days"),
+    ("traces synth --out {dir}/t --seed -1", "--seed"),
+    ("traces synth", "traces synth"),
+    ("frobnicate", "command"),
+    ("landscape --frobnicate", "command line"),
+]
+
+
+def _argv(template: str, files: dict[str, str]) -> list[str]:
+    import shlex
+    return shlex.split(template.format(**files))
+
+
+@pytest.mark.parametrize("template, where", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2_before_any_work(template, where, files, tmp_path, monkeypatch):
+    if "{unwritable}" in template and not Path("/proc").is_dir():
+        pytest.skip("needs /proc for a directory nobody can create")
+    monkeypatch.chdir(tmp_path)
+    with tripwire():
+        rc, _, err = run_main(_argv(template, files))
+    assert_one_line_error(rc, err, where.format(**files))
+    assert not any(tmp_path.iterdir()), "a bad input wrote output"
+
+
+def test_messages_say_where_once_and_why(files, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with tripwire():
+        for argv, line in [
+            (["landscape", "--input", "3x0x2"], "--input: '3x0x2': height must be from 1 to 4096, got 0"),
+            (["landscape", "--warmup", "-1"], "--warmup: -1: must be an integer from 0 to 100"),
+            (["landscape", "--device", "pixle3"], "--device: 'pixle3': unknown profile (did you mean 'pixel3'?)"),
+            (["profiles", "validate", files["typo"]],
+             f"{files['typo']}: dram_latancy_ns: unknown field (did you mean 'dram_latency_ns'?)"),
+            (["thermal", "--out", files["file"]], f"--out: {files['file']}/thermal: {files['file']} is a file"),
+            (["profiles", "validate", str(EXAMPLES / "sessions.csv")], f"{EXAMPLES / 'sessions.csv'}: <syntax>: not valid TOML"),
+            (["traces", "show", files["file"]], f"{files['file']}: path: not a directory"),
+        ]:
+            rc, _, err = run_main(argv)
+            assert rc == 2 and err.startswith(f"swansim: error: {line}"), err
+
+
+def test_a_header_only_trace_has_no_sessions_not_a_nan_median(tmp_path):
+    for name in ("sessions.csv", "states.csv"):
+        header = (EXAMPLES / name).read_text().splitlines()[0]
+        (tmp_path / name).write_text(header + "\n")
+    rc, out, err = run_main(["traces", "show", str(tmp_path)])
+    assert rc == 0 and "nan" not in out and "no sessions" in out, out + err
+
+
+def test_a_traceback_is_left_for_bugs(monkeypatch):
+    """Only InputError is turned into a one-line error; a bug still shows where it is."""
+    import swansim.cli.traces as traces_cli
+    monkeypatch.setattr(traces_cli, "_summary", lambda trace: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(["traces", "show", str(EXAMPLES)])
+
+
+def test_one_line_error_from_a_fresh_process():
+    r = subprocess.run([sys.executable, "-m", "swansim", "profiles", "show", "nokia3310"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("swansim: error: profiles show: 'nokia3310': unknown profile") and "pixel3" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Fuzzing: random bad values for random options of every command
+
+
+def _bad_ints(lo: int, hi: int):
+    return st.one_of(st.integers(max_value=lo - 1).map(str), st.integers(min_value=hi + 1, max_value=10**30).map(str),
+                     st.sampled_from(["", "abc", "1.5", "nan", "1e3", "0x10", "--", " "]))
+
+
+def _bad_floats(lo: float, hi: float):
+    return st.one_of(st.sampled_from(["nan", "inf", "-inf", "NaN", "", "abc", "1,5", "1e999"]),
+                     st.floats(max_value=lo, exclude_max=True, allow_nan=False).map(repr),
+                     st.floats(min_value=hi, exclude_min=True, allow_nan=False).map(repr))
+
+
+def _bad_names(known: tuple[str, ...], alphabet=st.characters(codec="utf-8")):
+    return st.text(alphabet, max_size=12).filter(lambda s: s not in known)
+
+
+def _bad_lists(known: tuple[str, ...]):
+    item = _bad_names(known, st.characters(codec="utf-8", exclude_characters=",")).filter(str.strip)
+    return st.one_of(st.sampled_from(["", ",", ",,", " , "]),
+                     st.sampled_from(known).map(lambda n: f"{n},{n}"),
+                     st.lists(item, min_size=1, max_size=3).map(",".join))
+
+
+PROFILES = ("pixel3", "galaxy-s10e", "sdm845", "rk3588-board")
+BAD_OUT = st.sampled_from(["{file}", "{file}/sub", "{unwritable}", ""])
+BAD_INPUT = st.one_of(st.tuples(*[st.integers(-5, 10**6)] * 3).filter(
+    lambda t: min(t) < 1 or t[0] > 64 or max(t[1:]) > 4096).map(lambda t: "x".join(map(str, t))),
+    st.text(max_size=10).filter(lambda s: not re.fullmatch(r"\d+x\d+x\d+", s) and not s.startswith("-")))
+
+# command -> {option: strategy of bad values}; options not drawn keep their (valid) defaults
+BAD = {
+    ("landscape",): {
+        "--device": _bad_names(PROFILES), "--model": _bad_names(("resnet34",)), "--runtime": _bad_names(("pytorch",)),
+        "--mode": _bad_names(("train", "infer")), "--batch": _bad_ints(1, 4096), "--classes": _bad_ints(1, 100_000),
+        "--input": BAD_INPUT, "--batches": _bad_ints(1, 100), "--warmup": _bad_ints(0, 100),
+        "--jobs": _bad_ints(1, 1024), "--out": st.sampled_from(["{dir}", "{file}/x.csv", "", "{unwritable}/x"]),
+    },
+    ("thermal",): {
+        "--devices": _bad_lists(PROFILES), "--minutes": _bad_floats(0.5, 600.0), "--sample-s": _bad_floats(0.01, 15.0),
+        "--governor": _bad_names(("schedutil",)), "--thermal-governor": _bad_names(("step_wise", "power_allocator")),
+        "--seed": _bad_ints(0, 2**32 - 1), "--jobs": _bad_ints(1, 1024), "--out": BAD_OUT,
+    },
+    ("ux",): {
+        "--devices": _bad_lists(PROFILES), "--models": _bad_lists(("resnet34", "mobilenet_v2")),
+        "--passes": _bad_ints(1, 20), "--warmup-s": _bad_floats(0.0, 3600.0), "--light-s": _bad_floats(0.0, 3600.0),
+        "--placement": _bad_names(("wakeup", "eas", "throughput")), "--seed": _bad_ints(0, 2**32 - 1),
+        "--seeds": _bad_ints(1, 1000), "--jobs": _bad_ints(1, 1024), "--out": BAD_OUT,
+    },
+    ("demo",): {
+        "--device": _bad_names(PROFILES), "--seed": _bad_ints(0, 2**32 - 1),
+        "--thermal-minutes": _bad_floats(0.5, 600.0), "--jobs": _bad_ints(1, 1024), "--out": BAD_OUT,
+    },
+    ("traces", "synth"): {
+        "--users": _bad_ints(1, 100_000), "--days": _bad_ints(1, 3650), "--seed": _bad_ints(0, 2**32 - 1),
+        "--out": BAD_OUT,
+    },
+}
+
+
+def _all_profiles() -> tuple[str, ...]:
+    from swansim.hw.profile import Catalogue
+    cat = Catalogue.load()
+    return tuple(cat.devices) + tuple(cat.socs)
+
+
+# commands whose one argument is positional: a bad value for it
+BAD_POSITIONAL = {
+    ("profiles", "show"): _bad_names(_all_profiles()),
+    ("profiles", "validate"): st.text(max_size=16).filter(lambda s: not s.startswith("-")),
+    ("traces", "show"): st.text(max_size=16).filter(lambda s: not s.startswith("-") and s.strip("./") != "traces"),
+}
+
+
+@st.composite
+def bad_command(draw):
+    command = draw(st.sampled_from(sorted(BAD) + sorted(BAD_POSITIONAL)))
+    if command in BAD_POSITIONAL:
+        return [*command, "--", draw(BAD_POSITIONAL[command])]
+    options = BAD[command]
+    chosen = draw(st.permutations(sorted(options)))[:draw(st.integers(1, 3))]
+    argv = list(command)
+    for opt in chosen:
+        argv += [f"{opt}={draw(options[opt])}"]   # "=": a value may start with "-"
+    if command == ("traces", "synth") and "--out" not in chosen:
+        argv.append("--out={dir}/t")
+    return argv
+
+
+FUZZ = settings(max_examples=200, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@FUZZ
+@given(argv=bad_command())
+def test_fuzz_bad_options_are_one_line_errors_before_any_work(argv, files, tmp_path_factory):
+    for key, path in files.items():
+        argv = [a.replace("{" + key + "}", path) for a in argv]
+    cwd = tmp_path_factory.mktemp("cwd")
+    with tripwire(), contextlib.chdir(cwd):
+        rc, _, err = run_main(argv)
+    assert_one_line_error(rc, err)
+    assert not any(cwd.iterdir()), "a bad input wrote output"
+
+
+def _mutations(text: str):
+    """A valid file, with one line dropped, duplicated, or one value replaced by junk."""
+    lines = text.splitlines()
+    junk = st.one_of(st.text(max_size=8), st.sampled_from(["nan", "inf", "-1", "1e30", '"x"', "[]", "true", "",
+                                                           "[1, 2]", "0"]))
+    return st.one_of(
+        st.integers(0, len(lines) - 1).map(lambda i: lines[:i] + lines[i + 1:]),
+        st.integers(0, len(lines) - 1).map(lambda i: lines[:i + 1] + lines[i:]),
+        st.tuples(st.integers(0, len(lines) - 1), junk).map(
+            lambda t: lines[:t[0]] + [re.sub(r"([=,]\s*)[^,=]*$", lambda m: m.group(1) + t[1], lines[t[0]], count=1)]
+            + lines[t[0] + 1:]),
+    ).map(lambda ls: "\n".join(ls) + "\n")
+
+
+@settings(max_examples=100, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data(), kind=st.sampled_from(["profile", "sessions.csv", "states.csv", "manifest.json", "bytes"]))
+def test_fuzz_file_contents_load_or_fail_in_one_line(data, kind, tmp_path_factory):
+    d = tmp_path_factory.mktemp("fuzz")
+    if kind == "profile":
+        (d / "p.toml").write_text(data.draw(_mutations(SDM845)))
+        argv = ["profiles", "validate", str(d / "p.toml")]
+    elif kind == "bytes":
+        (d / "p.toml").write_bytes(data.draw(st.binary(max_size=200)))
+        argv = ["profiles", "validate", str(d / "p.toml")]
+    else:
+        for name in ("sessions.csv", "states.csv", "manifest.json"):
+            text = (EXAMPLES / name).read_text()
+            if name == kind:
+                text = data.draw(_mutations("\n".join(text.splitlines()[:40])))
+            (d / name).write_text(text)
+        argv = ["traces", "show", str(d)]
+    rc, out, err = run_main(argv)
+    assert rc in (0, 2) and "Traceback" not in err, err
+    if rc == 2:
+        assert_one_line_error(rc, err)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every command runs, with tiny arguments
+
+
+def test_profiles_list_shows_every_soc_and_phone():
+    rc, out, _ = run_main(["profiles", "list"])
+    assert rc == 0
     for name in ("sdm845", "sm8150", "sm8250", "sm8350", "gs101", "mt8183", "msm8998", "kirin970",
                  "sm8550", "dimensity9300", "rk3588", "pixel3", "galaxy-s10e", "galaxy-tab-s6",
                  "oneplus8", "mi10", "pixel6"):
         assert f"\n{name} " in out
 
 
-def test_validate_all_profiles(capsys):
-    assert main(["profiles", "validate"]) == 0
-    assert capsys.readouterr().out.startswith("ok: ")
+def test_validate_all_profiles():
+    rc, out, _ = run_main(["profiles", "validate"])
+    assert rc == 0 and out.startswith("ok: ")
 
 
 def test_malformed_profile_is_one_line_exit_2(tmp_path):
-    src = open("device_profiles/socs/sdm845.toml").read()
-    # drop the big cluster's OPP table
-    head, tail = src.split('name = "big"', 1)
-    tail = "\n".join(l for l in tail.splitlines() if not l.startswith("opp_freq_mhz"))
+    head, tail = SDM845.split('name = "big"', 1)   # drop the big cluster's OPP table
+    tail = "\n".join(line for line in tail.splitlines() if not line.startswith("opp_freq_mhz"))
     bad = tmp_path / "bad.toml"
     bad.write_text(head + 'name = "big"' + tail)
-    r = run_cli("profiles", "validate", str(bad))
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr
-    assert "bad.toml" in lines[0] and "clusters[1].opp_freq_mhz" in lines[0] and "OPP table" in lines[0]
+    rc, _, err = run_main(["profiles", "validate", str(bad)])
+    assert_one_line_error(rc, err, str(bad))
+    assert "clusters[1].opp_freq_mhz" in err and "OPP table" in err
 
 
-def test_unknown_device_names_the_choices():
-    r = run_cli("profiles", "show", "nokia3310")
-    assert r.returncode == 2 and "unknown profile 'nokia3310'" in r.stderr and "pixel3" in r.stderr
+def test_landscape_command(tmp_path):
+    out = tmp_path / "l" / "resnet18.csv"
+    rc, stdout, err = run_main(["landscape", "--model", "resnet18", "--batch", "2", "--input", "1x32x32",
+                                "--no-mixed", "--batches", "1", "--warmup", "0", "--jobs", "1", "--out", str(out)])
+    assert rc == 0, err
+    df = pd.read_csv(out, dtype={"choice": str})
+    assert list(df["choice"]) == ["0", "01", "012", "0123", "4", "45", "456", "4567", "01234567/t4"]
+    assert (df["latency_s"] > 0).all() and (df["energy_j"] > 0).all()
+    assert df.loc[df["kind"] == "default", "speedup"].iloc[0] == 1.0
+    manifest = json.loads((out.parent / "resnet18.manifest.json").read_text())
+    assert manifest["files"] == ["resnet18.csv"] and manifest["seed"] == 0 and manifest["config"]["batch"] == 2
+    assert "4567" in stdout
+
+
+def test_thermal_command(tmp_path):
+    rc, stdout, err = run_main(["thermal", "--out", str(tmp_path), "--devices", "pixel3", "--minutes", "0.5",
+                                "--jobs", "1"])
+    assert rc == 0, err
+    out = tmp_path / "thermal"
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["load"]) == ["big", "little"] and (summary["sustained_gflops"] > 0).all()
+    assert not any("wall" in c for c in summary.columns)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["seed"] == 0 and "wall_s" in manifest and manifest["profiles_sha256"]
+    assert set(manifest["files"]) == {p.name for p in out.iterdir()} - {"manifest.json"}
+    assert "last 0.25 min" in stdout
+
+
+def test_traces_commands(tmp_path):
+    rc, stdout, err = run_main(["traces", "synth", "--users", "3", "--days", "2", "--seed", "4", "--out",
+                                str(tmp_path / "t")])
+    assert rc == 0, err
+    assert "3 users x 2 days" in stdout
+    rc, shown, _ = run_main(["traces", "show", str(tmp_path / "t")])
+    assert rc == 0 and shown.splitlines()[-1] == stdout.splitlines()[-1]
+    manifest = json.loads((tmp_path / "t" / "manifest.json").read_text())
+    assert manifest["seed"] == 4 and manifest["files"] == ["sessions.csv", "states.csv"] and "git_commit" in manifest
+
+
+@pytest.fixture
+def small_demo(monkeypatch):
+    """The demo's pipeline (landscapes, throttling, Work-like score, tables, plots, manifest) with
+    its heavy runs made small: one Fig. 2 model at batch 2 without mixed choices, and the Work-like
+    score without a background. A full demo takes minutes; `make demo` runs it."""
+    import functools
+
+    import swansim.runs.demo as demo
+    monkeypatch.setattr(demo, "FIG2_TASKS", ("resnet34",))
+    monkeypatch.setattr(demo, "landscape_frame", functools.partial(demo.landscape_frame, batch=2, mixed=False,
+                                                                    batches=1, warmup=0))
+    monkeypatch.setattr(demo, "UX_BACKGROUNDS", demo.UX_BACKGROUNDS[:1])
+
+
+def test_demo_command_writes_what_its_manifest_lists_and_reruns_byte_identical(small_demo, tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        rc, stdout, err = run_main(["demo", "--out", str(tmp_path / name), "--thermal-minutes", "0.5", "--jobs", "1"])
+        assert rc == 0, err
+        runs.append(tmp_path / name / "demo")
+    a, b = runs
+    manifest = json.loads((a / "manifest.json").read_text())
+    assert set(manifest["files"]) == {p.name for p in a.iterdir()} - {"manifest.json"}
+    assert {"landscape-resnet34.csv", "landscapes.png", "thermal-big.png", "thermal-summary.csv", "ux.csv"} <= set(
+        manifest["files"])
+    assert manifest["seed"] == 0 and manifest["git_commit"] is not None and "wall_s" in manifest
+    assert "sdm845" in " ".join(manifest["profiles_sha256"])
+    for f in manifest["files"]:
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+    assert " 1000 " in stdout and "e+03" not in stdout

@@ -151,7 +151,7 @@ def test_too_small_input_is_input_error():
     # AlexNet's third max pool would get a 1x1 map, as PyTorch refuses too
     with pytest.raises(InputError) as err:
         build_model("alexnet", input_shape=(1, 32, 32))
-    assert err.value.file == "alexnet" and err.value.field == "input_shape"
+    assert err.value.where == "alexnet" and err.value.field == "input_shape"
     assert build_model("alexnet", input_shape=(3, 63, 63)).params == PARAMS["alexnet"]
     with pytest.raises(InputError):
         build_model("alexnet", input_shape=(3, 62, 62))

@@ -111,8 +111,11 @@ def test_bare_soc_in_generic_chassis(cat):
 
 
 def test_unknown_device_name(cat):
-    with pytest.raises(InputError, match="unknown profile 'nokia3310'"):
-        cat.device("nokia3310")
+    with pytest.raises(InputError) as e:
+        cat.device("nokia3310", "--device")
+    assert (e.value.where, e.value.field) == ("--device", "'nokia3310'") and "unknown profile" in e.value.reason
+    with pytest.raises(InputError, match="did you mean 'pixel3'"):
+        cat.device("pixle3")
 
 
 def test_no_machine_paths_in_profiles():
@@ -166,6 +169,14 @@ SOC_CASES = {
     "bad-toml": (lambda t: t + "\nthis is = = not toml\n", "<syntax>"),
     "voltage-count": (lambda t: _sub(t, "opp_voltage_mv = [537.5, 562.5,", "opp_voltage_mv = [562.5,"),
                       "clusters[0].opp_voltage_mv"),
+    # an optional field misspelt would silently keep its default: refused, naming the nearest key
+    "misspelt-optional-field": (lambda t: _sub(t, "l3_kib = 2048\n", "l3_kib = 2048\ndram_latancy_ns = 500\n"),
+                                "dram_latancy_ns"),
+    "misspelt-required-field": (lambda t: _sub(t, "cluster_active_mw = 20", "cluster_actve_mw = 20"),
+                                "clusters[0].cluster_active_mw"),
+    "source-for-unknown-field": (lambda t: t.replace('dram_bandwidth_gbps = "LPDDR',
+                                                     'dram_latancy_ns = "assumption: x"\ndram_bandwidth_gbps = "LPDDR', 1),
+                                 "sources.dram_latancy_ns"),
 }
 
 
@@ -176,6 +187,33 @@ def test_malformed_soc(tmp_path, case):
     with pytest.raises(InputError) as exc:
         load_soc(path)
     _expect(exc, path, field)
+
+
+def test_unknown_field_names_the_nearest_known_one(tmp_path):
+    path = _write(tmp_path, "typo.toml", SDM845.replace("l3_kib = 2048\n", "l3_kib = 2048\ndram_latancy_ns = 500\n"))
+    with pytest.raises(InputError, match="unknown field .did you mean 'dram_latency_ns'"):
+        load_soc(path)
+    path = _write(tmp_path, "typo2.toml", SDM845.replace("l3_kib = 2048\n", "l3_kb = 2048\n"))
+    with pytest.raises(InputError, match="missing required field .is 'l3_kb' it, misspelt"):
+        load_soc(path)
+
+
+@pytest.mark.parametrize("content, reason", [(None, "is a directory"), (b"\x00\xff\xfe binary", "not UTF-8")])
+def test_a_directory_or_a_binary_file_is_an_input_error(tmp_path, content, reason):
+    path = tmp_path / "x.toml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(InputError, match=reason) as exc:
+        validate_paths([path])
+    assert exc.value.where == str(path)
+
+
+def test_a_root_without_profiles_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="no such directory") as exc:
+        Catalogue.load(tmp_path / "nowhere")
+    assert exc.value.where == str(tmp_path / "nowhere")
 
 
 def test_malformed_soc_via_validate_paths(tmp_path):

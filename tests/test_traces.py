@@ -131,10 +131,15 @@ def test_params_are_validated():
 def test_cli_arguments_are_checked(tmp_path):
     with pytest.raises(InputError) as e:
         synth_to_dir(tmp_path, users=0, days=2, seed=1)
-    assert e.value.field == "--users"
+    assert (e.value.where, e.value.field) == ("--users", "0")
     with pytest.raises(InputError) as e:
         synth_to_dir(tmp_path, users=2, days=2, seed=-1)
-    assert e.value.field == "--seed"
+    assert (e.value.where, e.value.field) == ("--seed", "-1")
+    with pytest.raises(InputError, match="user-days"):
+        synth_to_dir(tmp_path, users=10_000, days=365, seed=1)
+    with pytest.raises(InputError) as e:
+        synthesize(0, 2, 1)
+    assert e.value.where == "config"
 
 
 def test_manifest_records_generator_seed_and_params(tmp_path):
@@ -215,7 +220,7 @@ def test_malformed_session_rows_name_file_line_field(tmp_path, line, row, field,
     path = _write(tmp_path, "s.csv", _replace_line(SESSIONS, line, row))
     with pytest.raises(InputError) as e:
         load_sessions(path)
-    assert (e.value.file, e.value.line, e.value.field) == (str(path), line, field)
+    assert (e.value.where, e.value.line, e.value.field) == (str(path), line, field)
     assert reason in e.value.reason and str(e.value).startswith(f"{path}:{line}: {field}: ")
 
 
@@ -235,7 +240,7 @@ def test_malformed_state_rows_name_file_line_field(tmp_path, line, row, field, r
     path = _write(tmp_path, "st.csv", _replace_line(STATES, line, row))
     with pytest.raises(InputError) as e:
         load_states(path)
-    assert (e.value.file, e.value.line, e.value.field) == (str(path), line, field)
+    assert (e.value.where, e.value.line, e.value.field) == (str(path), line, field)
     assert reason in e.value.reason
 
 
@@ -249,7 +254,7 @@ def test_the_first_bad_line_is_reported(tmp_path):
 def test_missing_file_and_short_manifest(tmp_path):
     with pytest.raises(InputError) as e:
         load_trace(tmp_path)
-    assert e.value.field == "path" and e.value.file.endswith("sessions.csv")
+    assert e.value.field == "path" and e.value.where.endswith("sessions.csv")
     _write(tmp_path, "sessions.csv", SESSIONS)
     _write(tmp_path, "states.csv", STATES)
     assert load_trace(tmp_path).duration_s == DAY_S  # no manifest: whole days
@@ -347,7 +352,7 @@ def test_malformed_fedscale_names_client_and_field(tmp_path, data, field):
     path.write_bytes(pickle.dumps(data))
     with pytest.raises(InputError) as e:
         load_fedscale(path)
-    assert e.value.file == str(path) and e.value.field == field
+    assert e.value.where == str(path) and e.value.field == field
 
 
 # ---------------------------------------------------------------- FLASH
@@ -397,7 +402,7 @@ def test_malformed_flash_names_device_and_line(tmp_path, messages, reason):
     path = _write(tmp_path, "state_traces.json", json.dumps({"dev9": {"messages": messages}}))
     with pytest.raises(InputError) as e:
         load_flash(path)
-    assert e.value.file == str(path) and e.value.field == "dev9.messages" and reason in e.value.reason
+    assert e.value.where == str(path) and e.value.field == "dev9.messages" and reason in e.value.reason
 
 
 def test_malformed_flash_json_and_entries(tmp_path):

@@ -13,12 +13,20 @@ RenderThread finishes. Work is in scalar (A55-equivalent) instructions: on a cor
 Every demand figure lives in ``appmodels.toml`` next to its source or stated assumption;
 `load_app_table` validates it and names the file and field of any bad figure.
 
+Common random numbers: an app draws from streams of its own, keyed by the run's seed and the
+app's name (`app_streams`), one per kind of draw (bursts and gaps, per-frame work, worker jobs).
+So the same app with the same seed gets the same input - the same bursts, the same work for
+its k-th frame - whatever runs beside it, and a comparison across backgrounds measures the
+background, not a different draw. (Drawn from one shared stream, the interleaving of the
+draws would follow the timing, which the background changes.)
+
 Layering: this module drives a ``kernel.sched.Scheduler`` and reads ``hw`` specs; it never
 imports the device or the training job. `play_trace` takes any object with ``env``, ``sched``,
-``platform``, ``spec`` and ``rng`` (a `swansim.device.Device`).
+``platform``, ``spec`` and ``config.seed`` (a `swansim.device.Device`).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import tomllib
 from dataclasses import dataclass, fields
@@ -320,23 +328,45 @@ class FramePipeline:
         self.sched.stop(self.render)
 
 
+@dataclass
+class AppStreams:
+    """An app's random streams, one per kind of draw, so that how many draws one kind makes
+    (frames per burst depend on timing) never shifts another."""
+
+    bursts: np.random.Generator    # burst lengths and the gaps between bursts, in turn
+    frames: np.random.Generator    # per-frame UI and render work, frame by frame
+    workers: np.random.Generator   # worker job intervals and amounts, in turn
+
+
+def app_streams(seed: int, name: str) -> AppStreams:
+    """Streams keyed by (seed, app name, kind): the same app and seed draw the same numbers
+    in any run. The key is a hash of the name (stable across processes, unlike ``hash``)."""
+    def stream(kind: str) -> np.random.Generator:
+        key = int.from_bytes(hashlib.sha256(f"{name}/{kind}".encode()).digest()[:8], "little")
+        return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(key,)))
+    return AppStreams(stream("bursts"), stream("frames"), stream("workers"))
+
+
 def lognormal_factor(rng: np.random.Generator, sigma: float) -> float:
     """A factor with mean 1 (sigma 0 gives exactly 1)."""
     return float(rng.lognormal(-0.5 * sigma * sigma, sigma)) if sigma > 0 else 1.0
 
 
 class App:
-    """One foreground session of a category: frame bursts, idle gaps, worker jobs, until `stop`."""
+    """One foreground session of a category: frame bursts, idle gaps, worker jobs, until `stop`.
+
+    Its random input comes from ``app_streams(seed, name)`` (common random numbers)."""
 
     def __init__(self, env: simpy.Environment, sched: Scheduler, spec: DeviceSpec, model: CategoryModel,
-                 android: AndroidNice, recorder: UxRecorder, rng: np.random.Generator,
+                 android: AndroidNice, recorder: UxRecorder, seed: int,
                  name: str | None = None, load_scale: float = 1.0, cpuset: Sequence[int] | None = None,
                  memory: AppMemory | None = None):
         if load_scale <= 0:
             raise ValueError(f"load_scale must be positive, got {load_scale}")
         self.env, self.sched, self.spec, self.model = env, sched, spec, model
-        self.recorder, self.rng = recorder, rng
+        self.recorder = recorder
         self.name = name or model.name
+        self.streams = app_streams(seed, self.name)
         self.load_scale = load_scale
         cpus = tuple(cpuset if cpuset is not None else spec.cpusets["top_app"])
         self.speed = scalar_speed(spec)
@@ -379,23 +409,24 @@ class App:
         return max(1, round(self.vsync.refresh_hz / rate))
 
     def _draw(self):
-        m, rng, env = self.model, self.rng, self.env
+        m, env = self.model, self.env
+        bursts, frames = self.streams.bursts, self.streams.frames
         every = self._every_vsyncs()
         try:
             while True:
-                burst_end = env.now + (m.burst_s if m.continuous else rng.exponential(m.burst_s))
+                burst_end = env.now + (m.burst_s if m.continuous else bursts.exponential(m.burst_s))
                 while env.now < burst_end:
-                    ui = m.ui_minstr_per_frame * MINSTR * self.load_scale * lognormal_factor(rng, m.frame_sigma)
-                    rd = m.render_minstr_per_frame * MINSTR * self.load_scale * lognormal_factor(rng, m.frame_sigma)
+                    ui = m.ui_minstr_per_frame * MINSTR * self.load_scale * lognormal_factor(frames, m.frame_sigma)
+                    rd = m.render_minstr_per_frame * MINSTR * self.load_scale * lognormal_factor(frames, m.frame_sigma)
                     yield from self.pipeline.frame(ui, rd, every)
                 if not m.continuous:
                     yield from self.pipeline.idle()
-                    yield env.timeout(rng.exponential(m.gap_s))
+                    yield env.timeout(bursts.exponential(m.gap_s))
         except simpy.Interrupt:
             return
 
     def _work(self):
-        m, rng, env = self.model, self.rng, self.env
+        m, rng, env = self.model, self.streams.workers, self.env
         try:
             while True:
                 yield env.timeout(rng.exponential(m.worker_interval_s))
@@ -413,12 +444,12 @@ class TracePlayer:
     """Plays one user's foreground sessions: screen on, the category's app, screen off."""
 
     def __init__(self, env: simpy.Environment, sched: Scheduler, spec: DeviceSpec,
-                 sessions: Sequence[Session], rng: np.random.Generator,
+                 sessions: Sequence[Session], seed: int,
                  table: AppTable | None = None, recorder: UxRecorder | None = None,
                  set_screen=None, until_s: float | None = None):
         self.env, self.sched, self.spec = env, sched, spec
         self.sessions = tuple(sessions)
-        self.rng = rng
+        self.seed = seed
         self.table = table or load_app_table()
         self.recorder = recorder or UxRecorder()
         self._set_screen = set_screen or sched.platform.set_screen
@@ -439,7 +470,7 @@ class TracePlayer:
                 yield env.timeout(s.start_s - env.now)
             self._screen(True)
             app = App(env, self.sched, self.spec, self.table.categories[s.app_category], self.table.android,
-                      self.recorder, self.rng, name=f"{s.user_id}#{i}:{s.app_category}",
+                      self.recorder, self.seed, name=f"{s.user_id}#{i}:{s.app_category}",
                       load_scale=s.load_scale, memory=self.table.memory).start()
             self.apps.append(app)
             end_s = s.end_s if self.until_s is None else min(s.end_s, self.until_s)
@@ -450,6 +481,6 @@ class TracePlayer:
 
 def play_trace(device, trace, user: str, table: AppTable | None = None,
                recorder: UxRecorder | None = None, until_s: float | None = None) -> TracePlayer:
-    """Play ``user``'s sessions of ``trace`` on ``device`` (anything with env, sched, spec, rng)."""
-    return TracePlayer(device.env, device.sched, device.spec, trace.sessions_of(user), device.rng,
+    """Play ``user``'s sessions of ``trace`` on ``device`` (anything with env, sched, spec, config.seed)."""
+    return TracePlayer(device.env, device.sched, device.spec, trace.sessions_of(user), device.config.seed,
                        table=table, recorder=recorder, until_s=until_s)

@@ -35,8 +35,9 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
-from swansim import __version__
+from swansim import __version__, checks
 from swansim.apps.traces import CATEGORIES, DAY_S, DeviceState, Session, Trace, write_trace
 from swansim.errors import InputError
 
@@ -620,15 +621,26 @@ class _DeviceSim:
 # ---------------------------------------------------------------- public API
 
 
-def _check_args(users: Any, days: Any, seed: Any, file: str, prefix: str) -> None:
-    for name, value, least in (("users", users, 1), ("days", days, 1), ("seed", seed, 0)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
-            raise InputError(file, prefix + name, f"expected an integer >= {least}, got {value!r}")
+# Bounds on one synthesis: the trace is built in memory (~90 state rows per user-day, about
+# 1.3 ms each to generate) before it is written; 20,000 user-days is ~2 M rows, ~30 s.
+MAX_USERS, MAX_DAYS, MAX_USER_DAYS = 100_000, 3_650, 20_000
 
 
-def synthesize(users: int, days: int, seed: int, params: SynthParams | None = None) -> Trace:
+def _check_args(users: Any, days: Any, seed: Any, options: bool) -> None:
+    """``options``: the values came from the command line (errors name --users, --days, --seed)."""
+    where = (lambda name: f"--{name}") if options else (lambda name: "config")
+    checks.integer(users, where("users"), 1, MAX_USERS)
+    checks.integer(days, where("days"), 1, MAX_DAYS)
+    checks.seed(seed, where("seed"))
+    if users * days > MAX_USER_DAYS:
+        raise InputError(where("users"), f"{users} users x {days} days",
+                         f"at most {MAX_USER_DAYS} user-days in one trace (it is built in memory)")
+
+
+def synthesize(users: int, days: int, seed: int, params: SynthParams | None = None,
+               progress: bool = False) -> Trace:
     """A synthetic trace of ``users`` owners over ``days`` days, fully determined by ``seed``."""
-    _check_args(users, days, seed, "synthesize", "")
+    _check_args(users, days, seed, options=False)
     p = params or SynthParams()
     horizon_s = days * DAY_S
     rates = _TruncatedLogNormal(p.sessions_per_day_mean, p.sessions_per_day_min, p.sessions_per_day_max,
@@ -640,7 +652,7 @@ def synthesize(users: int, days: int, seed: int, params: SynthParams | None = No
     width = max(3, len(str(users - 1)))
     sessions: dict[str, tuple[Session, ...]] = {}
     states: dict[str, tuple[DeviceState, ...]] = {}
-    for i in range(users):
+    for i in tqdm(range(users), desc="synthetic users", unit="user", disable=not progress, leave=False):
         user = f"u{i:0{width}d}"
         rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(1, i)))
         habits = _Habits.draw(p, rng, rates.quantile((_van_der_corput(i + 1) + shift) % 1.0))
@@ -653,17 +665,18 @@ def synthesize(users: int, days: int, seed: int, params: SynthParams | None = No
 
 
 def synth_to_dir(out_dir: str | Path, users: int, days: int, seed: int,
-                 params: SynthParams | None = None) -> Trace:
+                 params: SynthParams | None = None, progress: bool = False) -> Trace:
     """Generate a trace and write it as a trace set (CSVs + manifest.json) to ``out_dir``.
 
-    Backs ``swansim traces synth --days D --users N --seed S --out DIR``.
+    Backs ``swansim traces synth --days D --users N --seed S --out DIR``: the arguments and
+    the output directory are checked first, and errors name those options.
     """
-    _check_args(users, days, seed, "command line", "--")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(str(out), "--out", "exists and is not a directory")
+    from swansim.results import git_commit
+
+    _check_args(users, days, seed, options=True)
+    out = checks.out_dir(out_dir)
     p = params or SynthParams()
-    trace = synthesize(users, days, seed, p)
-    write_trace(trace, out, {"generator": _GENERATOR, "swansim_version": __version__,
+    trace = synthesize(users, days, seed, p, progress)
+    write_trace(trace, out, {"generator": _GENERATOR, "swansim_version": __version__, "git_commit": git_commit(),
                              "seed": int(seed), "days": int(days), "params": p.to_dict()})
     return trace

@@ -180,8 +180,12 @@ class _CsvColumns:
                 text = f.read()
         except FileNotFoundError:
             raise InputError(self.file, "path", "file not found") from None
+        except OSError as e:
+            raise InputError(self.file, "path", f"cannot read ({e.strerror or e})") from None
         except UnicodeDecodeError as e:
             raise InputError(self.file, "encoding", f"not UTF-8 text ({e.reason})") from None
+        except ValueError as e:   # a NUL byte in the path
+            raise InputError(self.file, "path", f"not a usable path ({e})") from None
         try:
             rows, lines = self._rows(text)
         except csv.Error as e:
@@ -351,6 +355,10 @@ def read_json_object(path: str | Path, field: str, reason: str) -> dict:
             data = json.load(f)
     except FileNotFoundError:
         raise InputError(file, "path", "file not found") from None
+    except OSError as e:
+        raise InputError(file, "path", f"cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(file, "encoding", f"not UTF-8 text ({e.reason})") from None
     except json.JSONDecodeError as e:
         raise InputError(file, "json", e.msg, line=e.lineno) from None
     if not isinstance(data, dict):
@@ -375,6 +383,9 @@ def load_trace(directory: str | Path) -> Trace:
     Without a manifest ``duration_s`` is the last time in the data rounded up to whole days.
     """
     d = Path(directory)
+    if not d.is_dir():
+        raise InputError(str(d), "path", ("not a directory" if d.exists() else "no such directory")
+                         + f" (a trace set is a directory with {SESSIONS_FILE} and {STATES_FILE})")
     sessions = load_sessions(d / SESSIONS_FILE)
     states = load_states(d / STATES_FILE)
     # A user with device states but no session in the file had no foreground use: keep them.
@@ -431,7 +442,7 @@ def write_trace(trace: Trace, directory: str | Path, manifest: Mapping[str, Any]
     d.mkdir(parents=True, exist_ok=True)
     write_sessions(trace.sessions, d / SESSIONS_FILE)
     write_states(trace.states, d / STATES_FILE)
-    meta = {"format_version": FORMAT_VERSION, "duration_s": trace.duration_s,
+    meta = {"format_version": FORMAT_VERSION, "duration_s": trace.duration_s, "files": [SESSIONS_FILE, STATES_FILE],
             "users": len(trace.users), **(manifest or {})}
     (d / MANIFEST_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return d

@@ -1,8 +1,14 @@
-"""The `swansim` command. Each subcommand lives in its own module with a `register(sub)`."""
+"""The `swansim` command. Each subcommand lives in its own module with a `register(sub)`.
+
+One error path: anything the user can cause - a malformed option, a bad value, a bad file - is
+an `InputError`, printed as one line ``swansim: error: where: field: reason`` with exit code 2
+before any simulation starts. Only a bug prints a traceback.
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 from swansim import __version__
@@ -12,19 +18,37 @@ from swansim.errors import InputError
 COMMANDS = ["demo", "profiles", "thermal", "traces", "landscape", "ux"]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors raised as InputError instead of printed with a usage block."""
+
+    def error(self, message: str):
+        m = re.match(r"argument ([^:]+): (.*)", message)
+        if not m:  # e.g. "the following arguments are required: --out", "unrecognized arguments: x"
+            where = self.prog.removeprefix("swansim").strip() or "command line"
+            raise InputError(where, "arguments", message)
+        where, reason = m.group(1).split("/")[0], m.group(2)
+        value = re.match(r"invalid (\w+) value: (.*)", reason)
+        if value:
+            kind = {"int": "an integer", "float": "a number"}.get(value.group(1), value.group(1))
+            raise InputError(where, value.group(2), f"not {kind}")
+        choice = re.match(r"invalid choice: (.*?) \(choose from (.*)\)$", reason)
+        if choice:
+            raise InputError(where, choice.group(1), f"not one of {choice.group(2)}")
+        raise InputError(where, "value", reason)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="swansim", description=__doc__.splitlines()[0])
+    parser = Parser(prog="swansim", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"swansim {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     for name in COMMANDS:
         importlib.import_module(f"swansim.cli.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args) or 0
     except InputError as e:
         print(f"swansim: error: {e}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from swansim.cli.common import add_jobs
+from swansim.cli.common import add_jobs, out_under
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,14 +18,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
     from swansim.runs.demo import DemoConfig, run_demo
+    from swansim.runs.thermal import format_summary
 
-    out = Path(args.out) / "demo"
+    out = out_under(args.out, "demo")
     tables = run_demo(DemoConfig(args.device, args.seed, args.thermal_minutes), out, args.jobs)
     for name, df in tables.items():
         print(f"\n== {args.device} {name}")
-        print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(format_summary(df) if name == "thermal" else
+              df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     print(f"\nwrote {out}/")
     return 0

@@ -21,23 +21,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=int, default=1, help="warm-up batches per choice (default: %(default)s)")
     p.add_argument("--no-mixed", action="store_true", help="leave out the mixed big+little choices")
     p.add_argument("--format", choices=("table", "csv"), default="table")
-    p.add_argument("--out", default=None, help="also write the CSV to this file")
+    p.add_argument("--out", default=None, help="also write the CSV to this file (and NAME.manifest.json)")
     add_jobs(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from swansim.errors import InputError
-    from swansim.runs.landscape import landscape_frame
+    from swansim.runs.landscape import LandscapeConfig, run_landscape
 
-    if args.batches < 1:
-        raise InputError("--batches", "batches", f"need at least one measured batch, got {args.batches}")
-    if args.warmup < 0:
-        raise InputError("--warmup", "warmup", f"must not be negative, got {args.warmup}")
-    df = landscape_frame(args.device, args.model, args.runtime, args.mode, args.batch, args.classes,
-                         args.input, args.batches, args.warmup, not args.no_mixed, args.jobs, progress=True)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    cfg = LandscapeConfig(args.device, args.model, args.runtime, args.mode, args.batch, args.classes, args.input,
+                          args.batches, args.warmup, not args.no_mixed)
+    df = run_landscape(cfg, args.out, args.jobs)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     else:

@@ -9,7 +9,7 @@ from swansim.hw.profile import PROFILE_DIR, Catalogue, validate_paths
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profiles", help="list, show and validate device profiles")
     p.add_argument("--root", default=str(PROFILE_DIR), help="profile directory (default: %(default)s)")
-    ps = p.add_subparsers(dest="action", required=True)
+    ps = p.add_subparsers(dest="action", required=True, metavar="action")
     ps.add_parser("list", help="one line per SoC and device").set_defaults(func=_list)
     s = ps.add_parser("show", help="a profile's figures")
     s.add_argument("name")
@@ -32,7 +32,7 @@ def _list(args) -> int:
 
 def _show(args) -> int:
     cat = Catalogue.load(args.root)
-    d = cat.device(args.name)
+    d = cat.device(args.name, "profiles show")
     s = d.soc
     print(f"{d.name}: {d.title} [{d.kind}] - {d.path}")
     print(f"  SoC {s.name}: {s.title}; DRAM {s.dram_bandwidth_gbps} GB/s; L3 {s.l3_kib:.0f} KiB")

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import argparse
-
+import math
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("traces", help="generate and inspect usage traces")
-    ps = p.add_subparsers(dest="action", required=True)
+    ps = p.add_subparsers(dest="action", required=True, metavar="action")
     s = ps.add_parser("synth", help="synthetic traces from published usage statistics")
     s.add_argument("--days", type=int, default=7)
     s.add_argument("--users", type=int, default=10)
@@ -22,8 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _synth(args) -> int:
     from swansim.apps.synth import synth_to_dir
 
-    trace = synth_to_dir(args.out, users=args.users, days=args.days, seed=args.seed)
-    print(f"wrote {args.out}: {len(trace.users)} users x {trace.days:g} days")
+    trace = synth_to_dir(args.out, users=args.users, days=args.days, seed=args.seed, progress=True)
+    print(f"wrote {args.out}")
     _summary(trace)
     return 0
 
@@ -36,5 +36,10 @@ def _show(args) -> int:
 
 
 def _summary(trace) -> None:
-    print(f"sessions/user/day {trace.sessions_per_day():.2f}; median session {trace.median_session_s():.0f} s; "
-          f"mean session {trace.mean_session_s():.0f} s")
+    print(f"{len(trace.users)} users x {trace.days:g} days")
+    median_s = trace.median_session_s()
+    if math.isnan(median_s):
+        print("no sessions")
+    else:
+        print(f"sessions/user/day {trace.sessions_per_day():.2f}; median session {median_s:.0f} s; "
+              f"mean session {trace.mean_session_s():.0f} s")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from swansim.cli.common import add_jobs, split_names
+from swansim.cli.common import add_jobs, out_under, split_names
 
 
 # Defaults live in swansim.runs.ux.UxConfig; an option left out keeps its default there.
@@ -27,8 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
     from swansim.hw.profile import Catalogue
     from swansim.runs.ux import UxConfig, phones_and_tablets, print_summary, run_ux
 
@@ -38,11 +36,11 @@ def run(args) -> int:
     if args.all:
         kw["devices"] = phones_and_tablets(Catalogue.load())
     elif args.devices is not None:
-        kw["devices"] = tuple(split_names(args.devices, "--devices"))
+        kw["devices"] = split_names(args.devices)
     if args.models is not None:
-        kw["models"] = tuple(split_names(args.models, "--models"))
+        kw["models"] = split_names(args.models)
     cfg = UxConfig(**kw)
-    out = Path(args.out) / "ux"
+    out = out_under(args.out, "ux")
     drops, janks = run_ux(cfg, out, not args.no_plots, args.jobs)
     print_summary(drops, janks)
     print(f"wrote {out}/")

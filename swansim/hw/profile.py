@@ -6,6 +6,7 @@ figure without one. The schema is documented in ``device_profiles/README.md``.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import tomllib
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swansim.checks import did_you_mean, one_of
 from swansim.errors import InputError
 
 # assumption: idle load-to-use DRAM latency of an LPDDR4X phone SoC, ~110 ns (published latency
@@ -195,12 +197,17 @@ class DeviceSpec:
 
 
 class _Table:
-    """A TOML table with its file and dotted prefix, so every error can say where it is."""
+    """A TOML table with its file and dotted prefix, so every error can say where it is.
+
+    Every reader records the key it asked for, present or not; `done` then refuses any key
+    nobody asked for (a misspelt optional field would otherwise fall back to its default).
+    """
 
     def __init__(self, data: dict, path: Path, prefix: str, sourced: bool = True):
         if not isinstance(data, dict):
             raise InputError(path, prefix or "<root>", "expected a table")
         self.data, self.path, self.prefix = data, path, prefix
+        self.known: set[str] = {"sources"} if sourced else set()
         self.sources = data.get("sources", {}) if sourced else None
         if sourced and not isinstance(self.sources, dict):
             raise InputError(path, self._f("sources"), "expected a table of field = \"source\"")
@@ -211,10 +218,34 @@ class _Table:
     def err(self, key: str, reason: str) -> InputError:
         return InputError(self.path, self._f(key), reason)
 
+    def raw(self, key: str, default: Any = None) -> Any:
+        """The value as written (None if absent), for readers that check it themselves."""
+        self.known.add(key)
+        return self.data.get(key, default)
+
+    def missing(self, key: str, what: str) -> InputError:
+        """A required key is absent; a near-miss key in the table is probably it, misspelt."""
+        near = difflib.get_close_matches(key, [k for k in self.data if k not in self.known], n=1)
+        hint = f" (is {near[0]!r} it, misspelt?)" if near else ""
+        return self.err(key, f"missing required {what}{hint}")
+
+    def done(self, also: tuple[str, ...] = ()) -> None:
+        """Refuse keys no reader asked for (``also``: keys that are valid but not read here),
+        naming the nearest known key; and sources for figures the table does not hold."""
+        known = self.known | set(also)
+        for key in self.data:
+            if key not in known:
+                raise self.err(key, f"unknown field{did_you_mean(key, known - {'sources'})}")
+        for key in self.sources or {}:
+            if key.split(".")[0] not in known:
+                raise InputError(self.path, self._f(f"sources.{key}"),
+                                 f"source for an unknown field{did_you_mean(key, known - {'sources'})}")
+
     def _get(self, key: str, default: Any):
+        self.known.add(key)
         if key not in self.data:
             if default is _REQUIRED:
-                raise self.err(key, "missing required field")
+                raise self.missing(key, "field")
             return default
         return self.data[key]
 
@@ -242,9 +273,10 @@ class _Table:
 
     def num(self, key: str, lo: float = 0.0, hi: float = math.inf, unit: str = "",
             required: bool = True) -> float | None:
+        self.known.add(key)
         if key not in self.data:
             if required:
-                raise self.err(key, "missing required field")
+                raise self.missing(key, "field")
             return None
         v = self.data[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -259,9 +291,10 @@ class _Table:
 
     def nums(self, key: str, lo: float, hi: float, unit: str, required: bool = True,
              increasing: bool = False) -> tuple[float, ...] | None:
+        self.known.add(key)
         if key not in self.data:
             if required:
-                raise self.err(key, "missing required field")
+                raise self.missing(key, "field")
             return None
         v = self.data[key]
         if not isinstance(v, list) or not v:
@@ -288,9 +321,10 @@ class _Table:
         return tuple(v)
 
     def sub(self, key: str, required: bool = True, sourced: bool = True) -> "_Table | None":
+        self.known.add(key)
         if key not in self.data:
             if required:
-                raise self.err(key, "missing required table")
+                raise self.missing(key, "table")
             return None
         return _Table(self.data[key], self.path, self._f(key), sourced)
 
@@ -304,8 +338,16 @@ def _read_toml(path: Path) -> dict:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise InputError(path, "<file>", "no such file") from None
+    except IsADirectoryError:
+        raise InputError(path, "<file>", "is a directory, expected a TOML file") from None
+    except OSError as e:
+        raise InputError(path, "<file>", f"cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(path, "<file>", f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(path, "<syntax>", f"not valid TOML: {e}") from None
+    except ValueError as e:   # a NUL byte in the path (after its subclasses above)
+        raise InputError(str(path), "<file>", f"not a usable path ({e})") from None
 
 
 def _cluster(t: _Table) -> ClusterSpec:
@@ -319,7 +361,7 @@ def _cluster(t: _Table) -> ClusterSpec:
     table = t.nums("power_table_mw", 0, 20000, "mW per CPU", required=False)
     if table is not None and len(table) != len(freqs):
         raise t.err("power_table_mw", f"has {len(table)} entries but opp_freq_mhz has {len(freqs)}")
-    return ClusterSpec(
+    spec = ClusterSpec(
         name=t.str("name"), uarch=t.str("uarch"), cpus=t.ints("cpus"),
         capacity_dmips_mhz=t.num("capacity_dmips_mhz", 1, 4096),
         opp_freq_mhz=freqs, opp_voltage_mv=volts, voltage_derived=t.bool("voltage_derived"),
@@ -332,16 +374,19 @@ def _cluster(t: _Table) -> ClusterSpec:
         l2_kib_per_core=t.num("l2_kib_per_core", 16, 8192, "KiB"),
         power_table_mw=table,
     )
+    t.done()
+    return spec
 
 
 def _thermal(t: _Table, base: ThermalSpec | None = None) -> ThermalSpec:
     """Read a [thermal] table; with ``base``, fields present override the SoC's."""
     def opt(name, reader):
+        t.known.add(name)
         return reader() if (base is None or name in t.data) else getattr(base, name)
 
     def trips():
         temps = t.nums("trip_c", -20, 200, "C", increasing=True)
-        kinds = t.data.get("trip_types")
+        kinds = t.raw("trip_types")
         hyst = t.nums("trip_hysteresis_c", 0, 50, "C")
         if not isinstance(kinds, list) or len(kinds) != len(temps):
             raise t.err("trip_types", f"expected a list of {len(temps)} of {', '.join(TRIP_TYPES)}")
@@ -365,6 +410,11 @@ def _thermal(t: _Table, base: ThermalSpec | None = None) -> ThermalSpec:
     )
     if spec.switch_on_c >= spec.control_c:
         raise t.err("switch_on_c", f"must be below control_c ({spec.control_c} C)")
+    if "trip_c" not in t.data:
+        for key in ("trip_types", "trip_hysteresis_c"):
+            if key in t.data:
+                raise t.err(key, "given without trip_c (trips are replaced as a whole)")
+    t.done(also=("trip_c", "trip_types", "trip_hysteresis_c"))
     return spec
 
 
@@ -377,7 +427,7 @@ def _rc(t: _Table) -> RCNetwork:
         caps[k] = _positive(caps_t, k, v, "J/K")
         t._need_source(f"capacity_j_per_k.{k}")
     edges = []
-    raw = t.data.get("edges_k_per_w")
+    raw = t.raw("edges_k_per_w")
     if not isinstance(raw, list):
         raise t.err("edges_k_per_w", "expected a list of [node, node, resistance_k_per_w]")
     for i, e in enumerate(raw):
@@ -388,6 +438,7 @@ def _rc(t: _Table) -> RCNetwork:
             raise t.err(f"edges_k_per_w[{i}]", f"resistance must be a positive number of K/W, got {r!r}")
         t._need_source(f"edges_k_per_w.{e[0]}-{e[1]}")
         edges.append((e[0], e[1], float(r)))
+    t.done()
     return RCNetwork(caps, tuple(edges))
 
 
@@ -420,10 +471,11 @@ def _check_rc(path: Path, rc: RCNetwork, heat_nodes: list[str]) -> None:
 def load_soc(path: Path) -> SocSpec:
     path = Path(path)
     t = _Table(_read_toml(path), path, "")
-    if "clusters" not in t.data or not isinstance(t.data["clusters"], list) or not t.data["clusters"]:
+    raw_clusters = t.raw("clusters")
+    if not isinstance(raw_clusters, list) or not raw_clusters:
         raise t.err("clusters", "missing: an SoC needs at least one [[clusters]] table")
     clusters = []
-    for i, c in enumerate(t.data["clusters"]):
+    for i, c in enumerate(raw_clusters):
         ct = _Table(c, path, f"clusters[{i}]")
         if "opp_freq_mhz" not in c:
             raise ct.err("opp_freq_mhz", "missing: a cluster needs an OPP table")
@@ -437,7 +489,7 @@ def load_soc(path: Path) -> SocSpec:
     thermal = _thermal(t.sub("thermal"))
     rc = _rc(t.sub("thermal_rc"))
     _check_rc_partial(path, rc, names + ["soc"])
-    return SocSpec(
+    soc = SocSpec(
         name=t.str("name"), title=t.str("title"), clusters=tuple(clusters),
         dram_bandwidth_gbps=t.num("dram_bandwidth_gbps", 1, 500, "GB/s"),
         dram_energy_pj_per_byte=t.num("dram_energy_pj_per_byte", 1, 1000, "pJ/byte"),
@@ -448,6 +500,8 @@ def load_soc(path: Path) -> SocSpec:
         leakage_doubling_c=t.num("leakage_doubling_c", 5, 200, "C"),
         thermal=thermal, rc=rc, path=path,
     )
+    t.done()
+    return soc
 
 
 def _check_rc_partial(path: Path, rc: RCNetwork, heat_nodes: list[str]) -> None:
@@ -460,7 +514,9 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
     """Load a device file; ``soc_override`` puts another SoC in the same chassis."""
     path = Path(path)
     t = _Table(_read_toml(path), path, "")
-    soc_name = soc_override or t.str("soc")
+    soc_name = t.str("soc")   # read (and checked) even when another SoC goes in the chassis
+    if soc_override:
+        soc_name = soc_override
     if soc_name not in socs:
         raise t.err("soc", f"unknown SoC {soc_name!r} (known: {', '.join(sorted(socs))})")
     soc = socs[soc_name]
@@ -474,6 +530,7 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
         ids = cs.ints(k, 0, soc.n_cpus - 1)
         cs._need_source(k)
         cpusets[k] = ids
+    cs.done(also=tuple(cs.data))   # any name is a cpuset
     if soc_override:
         cpusets = _generic_cpusets(soc)
     for need in ("top_app", "background"):
@@ -490,7 +547,7 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
     name, title = t.str("name"), t.str("title")
     if soc_override:
         name, title = soc.name, f"{soc.title} in a {title}"
-    return DeviceSpec(
+    spec = DeviceSpec(
         name=name, title=title, kind=kind, soc=soc,
         battery_capacity_mah=t.num("battery_capacity_mah", 100, 50000, "mAh", required=has_battery),
         battery_voltage_v=t.num("battery_voltage_v", 1, 20, "V", required=has_battery),
@@ -500,6 +557,8 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
         ambient_c=t.num("ambient_c", -20, 60, "C"),
         cpusets=cpusets, thermal=thermal, rc=rc, path=path,
     )
+    t.done()
+    return spec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,6 +576,9 @@ class Catalogue:
     @classmethod
     def load(cls, root: Path = PROFILE_DIR) -> "Catalogue":
         root = Path(root)
+        for sub in ("socs", "phones"):
+            if not (root / sub).is_dir():
+                raise InputError(root, f"{sub}/", "no such directory (a profile root holds socs/ and phones/)")
         cat = cls(root)
         for p in sorted((root / "socs").glob("*.toml")):
             s = load_soc(p)
@@ -532,14 +594,18 @@ class Catalogue:
         if name in self.socs or name in self.devices:
             raise InputError(path, "name", f"{name!r} is already defined by another profile")
 
-    def device(self, name: str) -> DeviceSpec:
-        """A phone or board by name; an SoC name gives that SoC in the generic chassis."""
+    @property
+    def names(self) -> list[str]:
+        """Every name `device` takes: devices, then SoCs (each in the generic chassis)."""
+        return sorted(self.devices) + sorted(self.socs)
+
+    def device(self, name: str, where: str = "config") -> DeviceSpec:
+        """A phone or board by name; an SoC name gives that SoC in the generic chassis.
+        ``where``: where the name came from (e.g. "--device"), for the error if it is unknown."""
+        one_of(name, where, self.names, "profile")
         if name in self.devices:
             return self.devices[name]
-        if name in self.socs:
-            return load_device(self.root / "phones" / "generic-phone.toml", self.socs, soc_override=name)
-        known = sorted(self.devices) + sorted(self.socs)
-        raise InputError("device_profiles", "device", f"unknown profile {name!r} (known: {', '.join(known)})")
+        return load_device(self.root / "phones" / "generic-phone.toml", self.socs, soc_override=name)
 
 
 def _generic_cpusets(soc: SocSpec) -> dict[str, tuple[int, ...]]:
@@ -549,7 +615,7 @@ def _generic_cpusets(soc: SocSpec) -> dict[str, tuple[int, ...]]:
 
 def validate_paths(paths: list[Path], root: Path = PROFILE_DIR) -> list[str]:
     """Validate the given files (SoC or device) against the catalogue; return their names."""
-    cat = Catalogue.load(root) if (Path(root) / "socs").is_dir() else Catalogue(Path(root))
+    cat = Catalogue.load(root)
     names = []
     for p in map(Path, paths):
         data = _read_toml(p)

@@ -8,21 +8,22 @@
 """
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from swansim import checks
 from swansim.device import DeviceConfig
 from swansim.dnn.calibrate import FIG2_CSV
 from swansim.dnn.tasks import FIG2_TASKS
-from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
 from swansim.results import write_manifest
 from swansim.runs.landscape import landscape_frame
-from swansim.runs.pool import run_all
+from swansim.runs.pool import check_jobs, run_all
 from swansim.runs.scenarios import TrainingBackground, work_score
-from swansim.runs.thermal import LOADS, run_one, sensor_for
+from swansim.runs.thermal import LOADS, check_minutes, run_one, sensor_for
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,9 @@ class DemoConfig:
     thermal_minutes: float = 10.0
 
     def check(self, cat: Catalogue) -> None:
-        cat.device(self.device)
-        if not (0.5 <= self.thermal_minutes <= 600.0):
-            raise InputError("--thermal-minutes", "thermal_minutes",
-                             f"must be between 0.5 and 600 minutes, got {self.thermal_minutes!r}")
+        cat.device(self.device, "--device")
+        checks.seed(self.seed)
+        check_minutes(self.thermal_minutes, "--thermal-minutes")
 
 
 UX_BACKGROUNDS = (("none", None), ("resnet34 pytorch-default", TrainingBackground("resnet34")),
@@ -55,10 +55,11 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
     """Everything above; CSV and PNG files and a manifest under ``out``; the tables by name."""
     from swansim import plots as P
 
+    started = time.perf_counter()
     cat = Catalogue.load()
     cfg.check(cat)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    jobs = check_jobs(jobs)
+    out = checks.out_dir(out)
     files = []
     landscapes = {}
     for model in FIG2_TASKS:
@@ -88,5 +89,5 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
     ux["drop_pct"] = 100.0 * (1.0 - ux["score"] / ux["score"].iloc[0])
     ux.to_csv(out / "ux.csv", index=False)
     files.append("ux.csv")
-    write_manifest(out, asdict(cfg), seed=cfg.seed, files=files)
+    write_manifest(out, asdict(cfg), seed=cfg.seed, files=files, wall_s=round(time.perf_counter() - started, 1))
     return {**{f"landscape-{m}": df for m, df in landscapes.items()}, "thermal": thermal, "ux": ux}

@@ -14,28 +14,92 @@ relative to the ``default`` row (PyTorch's default).
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from functools import lru_cache
+from pathlib import Path
 
+from swansim import checks
 from swansim.batchmodel import BatchKey, simulate_batch
+from swansim.device import DeviceConfig
 from swansim.dnn.choices import enumerate_choices, pytorch_default
-from swansim.dnn.runtime import load_runtime
+from swansim.dnn.models import MODELS
+from swansim.dnn.runtime import RUNTIME_DIR, load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
-from swansim.runs.pool import run_all
+from swansim.kernel.cpufreq import GOVERNORS
+from swansim.results import write_manifest
+from swansim.runs.pool import check_jobs, run_all
 
 COLUMNS = ["choice", "kind", "cores", "threads", "clusters", "latency_s", "energy_j", "power_w", "speedup",
            "energy_vs_baseline"]
+# Bounds on what one landscape may ask for, so a typo cannot start a run of hours. The last
+# one bounds every combination: one batch on one little core (a choice every landscape has)
+# at that core's peak dense rate - a lower bound on its latency - must take at most a minute.
+MAX_BATCH, MAX_CLASSES, MAX_CHANNELS, MAX_SIDE, MAX_BATCHES = 4096, 100_000, 64, 4096, 100
+MAX_LITTLE_PEAK_S = 60.0
 
 
-def parse_input(text: str) -> tuple[int, int, int]:
+def parse_input(text: str, where: str = "--input") -> tuple[int, int, int]:
+    """"CxHxW" as (C, H, W), each in range."""
+    parts = str(text).lower().split("x")
     try:
-        shape = tuple(int(x) for x in text.lower().split("x"))
-    except ValueError:
-        shape = ()
-    if len(shape) != 3 or min(shape) < 1:
-        raise InputError("--input", "input", f"expected CxHxW with positive integers, got {text!r}")
-    return shape
+        if len(parts) != 3 or not all(p.strip().isdecimal() for p in parts):
+            raise ValueError
+        c, h, w = (int(p) for p in parts)
+    except ValueError:   # also: more digits than int() takes
+        raise InputError(where, repr(text), "expected CxHxW with positive integers, e.g. 3x224x224") from None
+    for name, v, hi in (("channels", c, MAX_CHANNELS), ("height", h, MAX_SIDE), ("width", w, MAX_SIDE)):
+        if not 1 <= v <= hi:
+            raise InputError(where, repr(text), f"{name} must be from 1 to {hi}, got {v}")
+    return c, h, w
+
+
+@dataclass(frozen=True)
+class LandscapeConfig:
+    """One landscape: a model's every execution choice on a device. None: the Swan task's
+    value (`swansim.dnn.tasks`), else torchvision's."""
+
+    device: str = "pixel3"
+    model: str = "resnet34"
+    runtime: str = "pytorch"
+    mode: str = "train"
+    batch: int | None = None
+    classes: int | None = None
+    input_shape: str | None = None    # "CxHxW"
+    batches: int = 2                  # measured batches per choice
+    warmup: int = 1                   # warm-up batches per choice
+    mixed: bool = True                # include mixed big+little choices
+    governor: str = "schedutil"       # every cluster's cpufreq governor
+
+    def check(self, cat: Catalogue) -> tuple:
+        """Every field, before any work; returns the graph's key (model, batch, shape, classes, mode)."""
+        soc = cat.device(self.device, "--device").soc
+        checks.one_of(self.model, "--model", sorted(MODELS), "model")
+        checks.one_of(self.runtime, "--runtime", sorted(p.stem for p in RUNTIME_DIR.glob("*.toml")), "runtime")
+        load_runtime(self.runtime)
+        checks.one_of(self.mode, "--mode", ("train", "infer"), "mode")
+        checks.one_of(self.governor, "--governor", sorted(GOVERNORS), "governor")
+        batch = None if self.batch is None else checks.integer(self.batch, "--batch", 1, MAX_BATCH)
+        classes = None if self.classes is None else checks.integer(self.classes, "--classes", 1, MAX_CLASSES)
+        shape = None if self.input_shape is None else parse_input(self.input_shape)
+        checks.integer(self.batches, "--batches", 1, MAX_BATCHES)
+        checks.integer(self.warmup, "--warmup", 0, MAX_BATCHES)
+        key = (self.model, batch, shape, classes, self.mode)
+        graph = _graph(*key)
+        flops = graph.train_flops if self.mode == "train" else graph.fwd_flops
+        little = soc.little
+        peak_s = flops / (little.gemm_flop_per_cycle * little.fmax_mhz * 1e6)
+        if peak_s > MAX_LITTLE_PEAK_S:
+            raise InputError("--batch", f"{graph.batch} x {'x'.join(map(str, graph.input_shape))}",
+                             f"one batch of {flops / 1e9:.3g} GFLOP takes at least {peak_s:.0f} s on one little "
+                             f"core, above the bound of {MAX_LITTLE_PEAK_S:.0f} s (use a smaller --batch or --input)")
+        return key
+
+
+@lru_cache(maxsize=8)
+def _graph(model: str, batch, input_shape, classes, mode: str):
+    return build_task(model, batch, input_shape, classes, mode)
 
 
 def _row(key: BatchKey) -> dict:
@@ -60,19 +124,34 @@ def landscape_frame(device: str = "pixel3", model: str = "resnet34", runtime: st
                     mixed: bool = True, jobs: int | None = 1, progress: bool = False,
                     governor: str = "schedutil"):
     """The landscape as a tidy frame (one row per choice, cost order, baseline last)."""
+    cfg = LandscapeConfig(device, model, runtime, mode, batch, classes, input_shape, batches, warmup, mixed,
+                          governor)
+    return run_landscape(cfg, None, jobs, progress)
+
+
+def run_landscape(cfg: LandscapeConfig, out: Path | str | None = None, jobs: int | None = None,
+                  progress: bool = True):
+    """`landscape_frame` for ``cfg``; with ``out``, also the CSV there and its manifest next to
+    it (``NAME.manifest.json``). Every argument and the output path are checked first."""
     import pandas as pd
 
-    soc = _catalogue().device(device).soc
-    load_runtime(runtime)   # an unknown runtime fails here, before any work
-    shape = parse_input(input_shape) if input_shape else None
-    build_task(model, batch, shape, classes, mode)
-    choices = enumerate_choices(soc, mixed=mixed) + [pytorch_default(soc)]
-    keys = [BatchKey(device, model, c, runtime=runtime, governor=governor, mode=mode, batch=batch,
-                     input_shape=shape, num_classes=classes, batches=batches, warmup=warmup) for c in choices]
-    rows = run_all(_row, [(k,) for k in keys], jobs, desc=f"landscape {device} {model}", progress=progress,
+    model, batch, shape, classes, mode = cfg.check(_catalogue())
+    jobs = check_jobs(jobs)
+    path = checks.out_file(out) if out is not None else None
+    soc = _catalogue().device(cfg.device).soc
+    choices = enumerate_choices(soc, mixed=cfg.mixed) + [pytorch_default(soc)]
+    args = [(BatchKey(cfg.device, model, c, runtime=cfg.runtime, governor=cfg.governor, mode=mode, batch=batch,
+                      input_shape=shape, num_classes=classes, batches=cfg.batches, warmup=cfg.warmup),)
+            for c in choices]
+    rows = run_all(_row, args, jobs, desc=f"landscape {cfg.device} {model}", progress=progress,
                    labels=[c.label for c in choices])
     df = pd.DataFrame(rows)
     base = df[df["kind"] == "default"].iloc[0]
     df["speedup"] = base["latency_s"] / df["latency_s"]
     df["energy_vs_baseline"] = df["energy_j"] / base["energy_j"]
-    return df[COLUMNS]
+    df = df[COLUMNS]
+    if path is not None:
+        df.to_csv(path, index=False)
+        write_manifest(path.parent, asdict(cfg), seed=DeviceConfig().seed, files=[path.name],
+                       name=f"{path.stem}.manifest.json")
+    return df

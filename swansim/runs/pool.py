@@ -14,7 +14,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from tqdm import tqdm
 
-from swansim.errors import InputError
+from swansim import checks
+
+# More processes than this would only queue: runs are CPU-bound.
+MAX_JOBS = 1024
 
 
 def default_jobs() -> int:
@@ -27,11 +30,7 @@ def default_jobs() -> int:
 
 def check_jobs(jobs: int | None, where: str = "--jobs") -> int:
     """``jobs`` as a positive int (None: every core); bad values are an InputError."""
-    if jobs is None:
-        return default_jobs()
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise InputError(where, "jobs", f"must be a positive integer, got {jobs!r}")
-    return jobs
+    return default_jobs() if jobs is None else checks.integer(jobs, where, 1, MAX_JOBS)
 
 
 def run_all(fn: Callable[..., Any], args: Sequence[tuple], jobs: int | None = None, desc: str = "",

@@ -172,7 +172,7 @@ def app_jank(config: DeviceConfig, category: str, background: Background | None 
     dev = Device(replace(config, screen_on=True, placement=placement))
     job = background(dev) if background is not None else None
     rec = UxRecorder()
-    app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, dev.rng, name=category,
+    app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, config.seed, name=category,
               memory=table.memory)
     start_s = warmup_s if job is not None else 0.0
     dev.env.timeout(start_s).callbacks.append(lambda _e: app.start())

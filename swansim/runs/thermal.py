@@ -9,20 +9,25 @@ sensor, skin and battery temperatures.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
 
+from swansim import checks
 from swansim.device import Device, DeviceConfig
-from swansim.errors import InputError
 from swansim.hw.profile import Catalogue, DeviceSpec
+from swansim.kernel.cpufreq import GOVERNORS
+from swansim.kernel.thermal_gov import THERMAL_GOVERNORS
 from swansim.results import write_manifest
-from swansim.runs.pool import run_all
+from swansim.runs.pool import check_jobs, run_all
 from swansim.runs.workloads import SustainedGemm
 
 LOADS = ("big", "little")
 # One chunk ~0.1-0.5 s of a core: few events, and throughput is read exactly anyway.
 CHUNK_FLOPS = 5e9
+MIN_MINUTES, MAX_MINUTES = 0.5, 600.0
+MIN_SAMPLE_S, MAX_SAMPLE_S = 0.01, 60.0
 
 
 def phone_names(cat: Catalogue) -> list[str]:
@@ -134,33 +139,35 @@ def _one(name: str, load: str, duration_s: float, sample_s: float, config: dict)
     return df, summary
 
 
-def check_devices(names: list[str] | None, cat: Catalogue) -> list[str]:
+def check_minutes(minutes, where: str = "--minutes") -> float:
+    """A run's length in minutes: at least half a minute (the first 10 s are the unthrottled
+    reference, the second half the sustained window), at most ten hours."""
+    return checks.number(minutes, where, MIN_MINUTES, MAX_MINUTES, "of minutes")
+
+
+def check_devices(names, cat: Catalogue, where: str = "--devices") -> list[str]:
     """The devices asked for (None: every profile but the generic chassis); unknown names fail."""
     if names is None:
         return phone_names(cat)
-    if not names:
-        raise InputError("--devices", "devices", "no device named")
-    for n in names:
-        cat.device(n)
-    return names
+    return list(checks.names(names, where, cat.names, "profile"))
 
 
 def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: float = 30.0, sample_s: float = 1.0,
                 governor: str = "schedutil", thermal_governor: str | None = None, plots: bool = True,
-                jobs: int | None = None, progress: bool = True) -> pd.DataFrame:
+                jobs: int | None = None, progress: bool = True, seed: int = 0) -> pd.DataFrame:
     """Every device x load over a process pool; writes timelines, summary and plots under
-    ``out``; returns the summary table."""
-    if not (minutes > 0 and minutes < float("inf")):
-        raise InputError("--minutes", "minutes", f"must be a positive number, got {minutes}")
-    if not (sample_s > 0 and sample_s <= minutes * 60.0):
-        raise InputError("--sample-s", "sample_s", f"must be positive and at most the run, got {sample_s}")
+    ``out``; returns the summary table. Every argument and ``out`` are checked first."""
+    started = time.perf_counter()
+    duration_s = check_minutes(minutes) * 60.0
+    checks.number(sample_s, "--sample-s", MIN_SAMPLE_S, min(MAX_SAMPLE_S, duration_s / 2.0), "of seconds")
     cat = Catalogue.load()
     names = check_devices(devices, cat)
-    config = {"governor": governor, "thermal_governor": thermal_governor}
-    Device(DeviceConfig(device=names[0], **config), catalogue=cat)   # bad governors fail before the runs
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    duration_s = minutes * 60.0
+    checks.one_of(governor, "--governor", GOVERNORS, "cpufreq governor")
+    if thermal_governor is not None:
+        checks.one_of(thermal_governor, "--thermal-governor", THERMAL_GOVERNORS, "thermal governor")
+    config = {"governor": governor, "thermal_governor": thermal_governor, "seed": checks.seed(seed)}
+    jobs = check_jobs(jobs)
+    out = checks.out_dir(out)
     runs = [(n, load) for n in names for load in LOADS]
     written: list[str] = []
 
@@ -190,7 +197,8 @@ def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: floa
         P.thermal_summary(timelines, LOADS, out / "summary.png")
         written.append("summary.png")
     write_manifest(out, {"devices": names, "loads": list(LOADS), "duration_s": duration_s,
-                         "sample_s": sample_s, **config}, seed=0, files=written)
+                         "sample_s": sample_s, **config}, seed=config["seed"], files=written,
+                   wall_s=round(time.perf_counter() - started, 1))
     return table
 
 

@@ -18,21 +18,22 @@ and max drop over the seeds), ``work_tasks.csv`` (per-task times and slowdowns),
 """
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
+from swansim import checks
 from swansim.apps.ux import slowdown
 from swansim.apps.workbench import score_drop_pct
 from swansim.device import DeviceConfig
 from swansim.dnn.tasks import SWAN_TASKS
-from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
 from swansim.kernel.sched import PLACEMENTS
 from swansim.results import write_manifest
-from swansim.runs.pool import run_all
+from swansim.runs.pool import check_jobs, run_all
 from swansim.runs.scenarios import (PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, app_jank,
                                     reference_times, run_workbench)
 
@@ -57,23 +58,14 @@ class UxConfig:
 
     def check(self, cat: Catalogue) -> None:
         """Every field, before any work: one InputError naming the first bad one."""
-        if not self.devices:
-            raise InputError("--devices", "devices", "no device named")
-        for n in self.devices:
-            cat.device(n)  # unknown names fail early, naming the known ones
-        if not self.models:
-            raise InputError("--models", "models", "no model named")
-        for m in self.models:
-            if m not in SWAN_TASKS:
-                raise InputError("--models", "models", f"unknown model {m!r} (expected some of {', '.join(SWAN_TASKS)})")
-        for name, value, lo, hi in (("passes", self.passes, 1, 20), ("seeds", self.seeds, 1, 1000)):
-            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise InputError(f"--{name}", name, f"must be an integer in {lo}..{hi}, got {value!r}")
-        for name, value, lo in (("warmup-s", self.warmup_s, 0.0), ("light-s", self.light_s, 0.0)):
-            if not (lo <= value <= 3600.0):
-                raise InputError(f"--{name}", name.replace("-", "_"), f"must be in {lo:g}..3600 s, got {value!r}")
-        if self.placement not in PLACEMENTS:
-            raise InputError("--placement", "placement", f"{self.placement!r} is not one of {', '.join(PLACEMENTS)}")
+        checks.names(self.devices, "--devices", cat.names, "profile")
+        checks.names(self.models, "--models", SWAN_TASKS, "model")
+        checks.integer(self.passes, "--passes", 1, 20)
+        checks.integer(self.seeds, "--seeds", 1, 1000)
+        checks.seed(self.seed)
+        checks.number(self.warmup_s, "--warmup-s", 0.0, 3600.0, "of seconds")
+        checks.number(self.light_s, "--light-s", 0.0, 3600.0, "of seconds")
+        checks.one_of(self.placement, "--placement", PLACEMENTS, "placement")
 
 
 def phones_and_tablets(cat: Catalogue) -> tuple[str, ...]:
@@ -112,10 +104,11 @@ def run_ux(cfg: UxConfig, out: Path | str, plots: bool = True, jobs: int | None 
            progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every run of ``cfg`` over a process pool; writes tables (after every finished run, so an
     interrupted sweep keeps them), plots and a manifest under ``out``; (drops, janks)."""
+    started = time.perf_counter()
     cat = Catalogue.load()
     cfg.check(cat)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    jobs = check_jobs(jobs)
+    out = checks.out_dir(out)
     seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
     refs = dict(zip(seeds, run_all(_reference, [(cfg.passes, s, cfg.placement) for s in seeds], jobs,
                                    desc="reference runs", progress=progress)))
@@ -145,7 +138,8 @@ def run_ux(cfg: UxConfig, out: Path | str, plots: bool = True, jobs: int | None 
         if len(jank_table):
             P.ux_jank(jank_table, out / "light_jank.png")
             files.append("light_jank.png")
-    write_manifest(out, asdict(cfg), seed=cfg.seed, files=files, reference_device=REFERENCE_DEVICE)
+    write_manifest(out, asdict(cfg), seed=cfg.seed, files=files, reference_device=REFERENCE_DEVICE,
+                   wall_s=round(time.perf_counter() - started, 1))
     return drops, jank_table
 
 

@@ -1,0 +1,111 @@
+"""Checks of user-given values: numbers in range, names from a list, output paths.
+
+Each check returns the value (converted) or raises an `InputError` naming where the value came
+from (a command-line option such as ``--batch``, or ``config``), the value as given, and why.
+Commands run every check before any simulation starts. Like `swansim.errors`, this module is
+a leaf: every layer may import it.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+from swansim.errors import InputError
+
+# Seeds go to numpy's SeedSequence, which takes any non-negative integer; 32 bits are plenty.
+MAX_SEED = 2**32 - 1
+
+
+def shown(value) -> str:
+    """A value as an error message shows it: strings quoted, numbers as they print."""
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def integer(value, where: str, lo: int, hi: int) -> int:
+    """``value`` as an int in ``lo..hi``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+        raise InputError(where, shown(value), f"must be an integer from {lo} to {hi}")
+    return int(value)
+
+
+def number(value, where: str, lo: float, hi: float, unit: str = "") -> float:
+    """``value`` as a finite float in ``[lo, hi]``."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not lo <= value <= hi:
+        of = f" {unit}" if unit else ""
+        raise InputError(where, shown(value), f"must be a finite number{of} from {lo:g} to {hi:g}")
+    return float(value)
+
+
+def seed(value, where: str = "--seed") -> int:
+    """A random seed: an integer from 0 to MAX_SEED."""
+    return integer(value, where, 0, MAX_SEED)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """The nearest known name as " (did you mean 'x'?)", or "" if none is near."""
+    near = difflib.get_close_matches(str(name), list(known), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def one_of(value, where: str, known: Iterable[str], what: str = "name") -> str:
+    """``value`` if it is one of ``known``; else an error listing them."""
+    known = list(known)
+    if not isinstance(value, str) or value not in known:
+        raise InputError(where, shown(value), f"unknown {what}{did_you_mean(str(value), known)}; "
+                                              f"known: {', '.join(known)}")
+    return value
+
+
+def names(values: Iterable[str], where: str, known: Iterable[str], what: str = "name") -> tuple[str, ...]:
+    """A non-empty list of distinct names, each one of ``known``."""
+    values, known = tuple(values), list(known)
+    if not values:
+        raise InputError(where, "''", f"expected a comma-separated list of {what}s, got none")
+    for v in values:
+        one_of(v, where, known, what)
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise InputError(where, shown(twice[0]), "named twice")
+    return values
+
+
+def out_dir(path, where: str = "--out") -> Path:
+    """``path`` as a directory that takes files: created if missing. An InputError if it or a
+    parent is a file, or it cannot be created or written."""
+    if str(path) == "":
+        raise InputError(where, "''", "empty path")
+    return _writable_dir(Path(path), where, str(path))
+
+
+def out_file(path, where: str = "--out") -> Path:
+    """``path`` as a file that can be written (its directory created if missing). An InputError
+    if it is a directory or cannot be written."""
+    text = str(path)
+    if text == "" or text.endswith(("/", os.sep)) or Path(text).is_dir():
+        raise InputError(where, shown(text), "is a directory, expected a file name")
+    p = Path(text)
+    _writable_dir(p.parent, where, text)
+    if p.exists() and not os.access(p, os.W_OK):
+        raise InputError(where, text, "exists and cannot be written")
+    return p
+
+
+def _writable_dir(p: Path, where: str, field: str) -> Path:
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                raise InputError(where, field, f"{q} is a file, not a directory")
+            break
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=p):
+            pass
+    except (OSError, ValueError) as e:   # ValueError: a NUL byte in the path
+        raise InputError(where, field, f"cannot write files in {p} ({getattr(e, 'strerror', None) or e})") from None
+    return p
