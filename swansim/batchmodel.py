@@ -112,7 +112,7 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
 
         table = load_app_table()
         App(dev.env, dev.sched, dev.spec, table.categories[key.foreground], table.android, UxRecorder(),
-            np.random.default_rng([key.seed, 1]), memory=table.memory).start()
+            key.seed, name=key.foreground, memory=table.memory).start()
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, key.plan, mode=key.mode,
                       n_batches=key.warmup + key.batches, idle_floor_w=idle_floor_w,
                       record_layers=record_layers)
