@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from swansim.dnn.choices import Choice, Plan
@@ -404,6 +405,7 @@ class RegionTime:
     arrive: list[float]      # per team member: when it last arrived at the join (its idle gap starts)
 
 
+@lru_cache(maxsize=None)
 def harmonic(m: int) -> float:
     """H_m = 1 + 1/2 + ... + 1/m: the expected maximum of m exponential variables, in means."""
     return sum(1.0 / j for j in range(1, m + 1))

@@ -2,9 +2,13 @@
 
 The kernel tells the platform what changed (`set_freq`, `set_activity`); the platform keeps
 power piecewise constant between those changes, so `advance(now)` integrates energy and the
-RC network exactly. Leakage depends on temperature, so it is re-evaluated at every advance
-(power stays constant *within* an interval, which keeps the energy account exact). Power is
-evaluated lazily, once per interval however many changes an instant brings.
+RC network. Energy is integrated exactly, interval by interval. The RC network is stepped
+exactly too, with the mean heat of the intervals since its last step, once at least
+`THERMAL_STEP_S` has gathered (or when a temperature is read): its fastest mode takes
+seconds, so averaging the heat over a millisecond changes temperatures by microkelvins, and
+the scheduler's sub-millisecond intervals do not each pay for a step. Leakage depends on
+temperature; it is re-evaluated at every thermal step. Power is evaluated lazily, once per
+interval however many changes an instant brings.
 
 Two modes serve the batch model (swansim.batchmodel): ``frozen_temps`` keeps every node at
 ambient (a batch's cost measured independently of the phone's thermal history), and `hold`
@@ -20,6 +24,9 @@ import numpy as np
 from swansim.hw.power import IDLE_LEAK_FRACTION, components, dynamic_power_w, leakage_w
 from swansim.hw.profile import DeviceSpec
 from swansim.hw.thermal import ThermalNetwork
+
+# The RC network's step: heat gathers over at least this long before it is integrated.
+THERMAL_STEP_S = 1e-3
 
 # A probe: called with (t0_s, t1_s, platform) after each interval is integrated, power as it was.
 IntervalProbe = Callable[[float, float, "Platform"], None]
@@ -48,12 +55,16 @@ class Platform:
         self.util = [0.0] * self.n_cpus
         self.dram_bytes_per_s = 0.0
         self.screen_on = screen_on
-        self.thermal = ThermalNetwork(spec.rc, spec.ambient_c)
+        self._net = ThermalNetwork(spec.rc, spec.ambient_c)
         comps = components(spec)
         self.component_names = tuple(c.name for c in comps)
-        self._comp_node = [self.thermal.index[c.node] for c in comps]   # the node each line heats
-        self._n_nodes = len(self.thermal.nodes)
-        self._cluster_node = [self.thermal.index[c.name] for c in self.clusters]
+        self._comp_node = [self._net.index[c.node] for c in comps]   # the node each line heats
+        self._n_nodes = len(self._net.nodes)
+        self._cluster_node = [self._net.index[c.name] for c in self.clusters]
+        self._heat = [0.0] * self._n_nodes        # heat per node since the last thermal step (J)
+        self._heat_s = 0.0
+        self._leak_factor: list[float] = []   # per cluster: leakage / leakage at the reference temperature
+        self._refresh_leakage()
         # Power per line of the account and per thermal node, as Python floats: a phone has a
         # few dozen lines and a handful of nodes, too few for numpy to pay its per-call cost.
         self._power = [0.0] * len(comps)
@@ -74,6 +85,7 @@ class Platform:
         self._dram_j_per_byte = soc.dram_energy_pj_per_byte * 1e-12
         self._base_w = spec.base_power_mw * 1e-3
         self._screen_w = spec.screen_power_mw * 1e-3
+        self._n_cluster_lines = sum(2 * len(c.cpus) + 1 for c in self.clusters)
         self._leak_idx = [[j for j, name in enumerate(self.component_names)
                            if name.endswith(".leakage") and int(name[3:name.index(".")]) in c.cpus]
                           for c in self.clusters]
@@ -135,12 +147,37 @@ class Platform:
         for i, w in enumerate(self._power):
             e[i] += w * dt
         self._total_energy_j += self._total_power_w * dt
-        if not self.frozen_temps:
-            self.thermal.step(dt, self._node_power)
         self.time_s = now_s
-        for probe in self.probes:
+        for probe in self.probes:   # they see the interval's power
             probe(t0, now_s, self)
-        self._stale = True  # leakage follows the new temperatures
+        if not self.frozen_temps:
+            heat = self._heat
+            for j, w in enumerate(self._node_power):
+                heat[j] += w * dt
+            self._heat_s += dt
+            if self._heat_s >= THERMAL_STEP_S:
+                self._step_thermal()
+
+    def _step_thermal(self) -> None:
+        """Integrate the gathered heat into the RC network; leakage follows the new temperatures."""
+        if self._heat_s <= 0.0:
+            return
+        self._net.step(self._heat_s, [h / self._heat_s for h in self._heat])
+        self._heat = [0.0] * self._n_nodes
+        self._heat_s = 0.0
+        self._refresh_leakage()
+
+    def _refresh_leakage(self) -> None:
+        soc = self.spec.soc
+        self._leak_factor = [2.0 ** ((self._net.node_temp_c(n) - soc.leakage_ref_c) / soc.leakage_doubling_c)
+                             for n in self._cluster_node]
+        self._stale = True
+
+    @property
+    def thermal(self) -> ThermalNetwork:
+        """The RC network, with every heat gathered so far integrated."""
+        self._step_thermal()
+        return self._net
 
     # -- readings -----------------------------------------------------------------------------
 
@@ -178,7 +215,8 @@ class Platform:
         return dict(zip(self.component_names, self._energy))
 
     def temp_c(self, node: str) -> float:
-        return self.thermal.temp(node)
+        self._step_thermal()
+        return self._net.temp(node)
 
     # -- power --------------------------------------------------------------------------------
 
@@ -186,26 +224,29 @@ class Platform:
         if self._held is not None:
             self._recompute_held()
             return
-        soc = self.spec.soc
-        temp = self.thermal.node_temp_c
-        ref_c, doubling_c = soc.leakage_ref_c, soc.leakage_doubling_c
         util = self.util
         out = []
+        node = [0.0] * self._n_nodes
         any_busy = 0.0
-        for k, (cpus, node, active_w_at_fmax, fmax) in enumerate(self._cluster_consts):
+        for k, (cpus, node_k, active_w_at_fmax, fmax) in enumerate(self._cluster_consts):
             busy_dyn = self._busy_dyn_w[k]
-            leak = self._leak_w[k] * 2.0 ** ((temp(node) - ref_c) / doubling_c)
+            leak = self._leak_w[k] * self._leak_factor[k]
             idle_leak = leak * IDLE_LEAK_FRACTION
             cluster_busy = 0.0
+            heat = 0.0
             for cpu in cpus:
                 u = util[cpu]
-                out.append(busy_dyn * u)
-                out.append(idle_leak + (leak - idle_leak) * u)
+                d, lk = busy_dyn * u, idle_leak + (leak - idle_leak) * u
+                out.append(d)
+                out.append(lk)
+                heat += d + lk
                 if u > cluster_busy:
                     cluster_busy = u
             # Shared cluster logic runs at the cluster clock: scale with f and V^2 like a core.
             v = self._v_ratio[k]
-            out.append(active_w_at_fmax * cluster_busy * v * v * self.freq_mhz[k] / fmax)
+            w = active_w_at_fmax * cluster_busy * v * v * self.freq_mhz[k] / fmax
+            out.append(w)
+            node[node_k] += heat + w
             if cluster_busy > any_busy:
                 any_busy = cluster_busy
         out.append(self._soc_active_w * any_busy)
@@ -214,14 +255,18 @@ class Platform:
         out.append(self._screen_w if self.screen_on else 0.0)
         if self._has_charger:
             out.append(self.charging_loss_w)
-        self._set_power(out)
+        for j in range(self._n_cluster_lines, len(out)):   # the uncore, DRAM, board, screen, charger lines
+            node[self._comp_node[j]] += out[j]
+        self._power, self._node_power = out, node
+        self._total_power_w = sum(node)
+        self._stale = False
 
     def _recompute_held(self) -> None:
         held, at_c = self._held
         d = self.spec.soc.leakage_doubling_c
         p = list(held)
         for k, idx in enumerate(self._leak_idx):
-            f = 2.0 ** ((self.thermal.node_temp_c(self._cluster_node[k]) - at_c) / d)
+            f = 2.0 ** ((self._net.node_temp_c(self._cluster_node[k]) - at_c) / d)
             for i in idx:
                 p[i] *= f
         p[self._screen_idx] = self._screen_w if self.screen_on else 0.0

@@ -190,6 +190,7 @@ class Schedutil(Governor):
         self.env = policy.sched.env
         self._util = [0.0] * len(policy.cpus)      # PELT-like average per core, at _time_s
         self._target = self._targets()              # what each core's average tends to now
+        self._busy_version = policy.sched.busy_version
         self._time_s = self.env.now
         policy.sched.on_replan.append(self._on_replan)
         self._evaluate(force=True)
@@ -228,6 +229,10 @@ class Schedutil(Governor):
         self._evaluate(force=True)
 
     def _on_replan(self) -> None:
+        sched = self.policy.sched
+        if sched.busy_version == self._busy_version and not self.invariant:
+            return  # no core's busy state changed: the targets and the armed timer still hold
+        self._busy_version = sched.busy_version
         target = self._targets()
         if target == self._target:
             return  # nothing this domain sees changed; the armed timer still holds

@@ -389,7 +389,9 @@ class Scheduler:
         self.capacity = [platform.clusters[platform.cluster_of_cpu[c]].capacity for c in range(platform.n_cpus)]
         self.threads: list[Thread] = []
         self._runnable: list[Thread] = []
-        self.busy_s = [0.0] * platform.n_cpus   # per-core busy time, for governors and stats
+        self._busy_s = [0.0] * platform.n_cpus  # per-core busy time up to _busy_since
+        self._busy_since = env.now
+        self.busy_version = 0   # bumped whenever busy_now changes (listeners skip work when it has not)
         self._busy_now = [0.0] * platform.n_cpus
         self._held_busy: list[float] | None = None   # a replayed batch's busy shares (`hold_busy`)
         self._time_s = env.now
@@ -491,6 +493,19 @@ class Scheduler:
                 for c, k in enumerate(p.cluster_of_cpu)]
 
     @property
+    def busy_s(self) -> list[float]:
+        """Per core, the time it has been busy (running or spinning; a share of it for work
+        with interleaved idle), up to now's last sync."""
+        self._settle_busy()
+        return list(self._busy_s)
+
+    def _settle_busy(self) -> None:
+        dt = self._time_s - self._busy_since
+        if dt > 0.0:
+            self._busy_s = [a + b * dt for a, b in zip(self._busy_s, self._busy_now)]
+            self._busy_since = self._time_s
+
+    @property
     def busy_now(self) -> list[float]:
         """Per core, 1.0 while it has a runnable thread in the current plan, else 0.0 (read-only)."""
         return self._busy_now
@@ -504,9 +519,6 @@ class Scheduler:
         for t in self._runnable:
             t.remaining -= t.rate * dt
             t.cpu_time_s += dt
-        busy = self.busy_s
-        for c, b in enumerate(self._busy_now):
-            busy[c] += b * dt
         self._time_s = now
         self.platform.advance(now)
 
@@ -602,7 +614,10 @@ class Scheduler:
                 t.duty = 1.0 - t.idle_s_per_unit * t.rate if t.idle_s_per_unit > 0.0 else 1.0
                 idle_share[t.cpu] *= 1.0 - t.duty
             busy = [b * (1.0 - z) for b, z in zip(busy, idle_share)]
-        self._busy_now = busy
+        if busy != self._busy_now:
+            self._settle_busy()
+            self._busy_now = busy
+            self.busy_version += 1
         p.set_activity(busy, dram_bps)
         self._arm_timer()
 
