@@ -201,6 +201,7 @@ class FastForward:
         self.dev, self.model, self.key = dev, model, key
         self.records: list[BatchRecord] = []
         self._caps_changed = False
+        self._keys: dict[tuple, BatchKey] = {}
         dev.thermal.on_cap_change.append(self._cap_changed)
 
     def _cap_changed(self, _change) -> None:
@@ -221,8 +222,12 @@ class FastForward:
         caps0 = self.caps()
         left = 1.0                      # share of the batch still to run
         while left > 1e-12:
-            cost = self.model.cost(key.with_caps(self.caps()))
-            dev.platform.hold(np.array(cost.power_w), cost.at_temp_c)
+            caps = self.caps()
+            capped = self._keys.get((key, caps))
+            if capped is None:
+                capped = self._keys[(key, caps)] = key.with_caps(caps)
+            cost = self.model.cost(capped)
+            dev.platform.hold(cost.power_w, cost.at_temp_c)
             dev.sched.hold_busy(cost.busy)
             t0, end = env.now, env.now + left * cost.latency_s
             self._caps_changed = False

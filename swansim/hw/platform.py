@@ -17,7 +17,7 @@ temperatures, so the energy account, the RC network and every probe run as usual
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -122,11 +122,11 @@ class Platform:
         self.charging_loss_w = loss_w if self._has_charger else 0.0
         self._stale = True
 
-    def hold(self, power_w: np.ndarray, at_temp_c: float) -> None:
+    def hold(self, power_w: Sequence[float], at_temp_c: float) -> None:
         """From now on, power per component is ``power_w`` (measured with every node at
         ``at_temp_c``), each core's leakage rescaled to its cluster's present temperature;
         the screen and the charger's loss stay live. `release` returns to the power model."""
-        self._held = ([float(x) for x in power_w], at_temp_c)
+        self._held = (list(power_w), at_temp_c)
         self._stale = True
 
     def release(self) -> None:
