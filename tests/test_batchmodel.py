@@ -129,3 +129,10 @@ def test_held_leakage_follows_temperature():
     d = PIXEL3.soc.leakage_doubling_c
     p.hold(watts, PIXEL3.ambient_c - d)
     assert p.total_power_w == pytest.approx(0.02 * len(leak), rel=1e-9)
+
+
+def test_a_landscape_is_the_same_over_one_or_two_processes():
+    from swansim.runs.landscape import landscape_frame
+
+    kw = dict(device="pixel3", model="mobilenet_v2", batch=2, input_shape="3x32x32", batches=1, mixed=False)
+    assert landscape_frame(jobs=1, **kw).equals(landscape_frame(jobs=2, **kw))

@@ -86,6 +86,7 @@ class Platform:
         self._base_w = spec.base_power_mw * 1e-3
         self._screen_w = spec.screen_power_mw * 1e-3
         self._n_cluster_lines = sum(2 * len(c.cpus) + 1 for c in self.clusters)
+        self._cluster_memo: list[tuple | None] = [None] * len(self.clusters)
         self._leak_idx = [[j for j, name in enumerate(self.component_names)
                            if name.endswith(".leakage") and int(name[3:name.index(".")]) in c.cpus]
                           for c in self.clusters]
@@ -228,25 +229,16 @@ class Platform:
         out = []
         node = [0.0] * self._n_nodes
         any_busy = 0.0
+        memo = self._cluster_memo
         for k, (cpus, node_k, active_w_at_fmax, fmax) in enumerate(self._cluster_consts):
-            busy_dyn = self._busy_dyn_w[k]
-            leak = self._leak_w[k] * self._leak_factor[k]
-            idle_leak = leak * IDLE_LEAK_FRACTION
-            cluster_busy = 0.0
-            heat = 0.0
-            for cpu in cpus:
-                u = util[cpu]
-                d, lk = busy_dyn * u, idle_leak + (leak - idle_leak) * u
-                out.append(d)
-                out.append(lk)
-                heat += d + lk
-                if u > cluster_busy:
-                    cluster_busy = u
-            # Shared cluster logic runs at the cluster clock: scale with f and V^2 like a core.
-            v = self._v_ratio[k]
-            w = active_w_at_fmax * cluster_busy * v * v * self.freq_mhz[k] / fmax
-            out.append(w)
-            node[node_k] += heat + w
+            us = tuple(util[c] for c in cpus)
+            key = (us, self.freq_mhz[k], self._leak_factor[k])
+            got = memo[k]
+            if got is None or got[0] != key:   # a cluster whose inputs did not change keeps its lines
+                got = memo[k] = (key, *self._cluster_lines(k, us, active_w_at_fmax, fmax))
+            _, lines, heat, cluster_busy = got
+            out += lines
+            node[node_k] += heat
             if cluster_busy > any_busy:
                 any_busy = cluster_busy
         out.append(self._soc_active_w * any_busy)
@@ -260,6 +252,22 @@ class Platform:
         self._power, self._node_power = out, node
         self._total_power_w = sum(node)
         self._stale = False
+
+    def _cluster_lines(self, k: int, util: tuple, active_w_at_fmax: float, fmax: float):
+        """Cluster ``k``'s lines of the account (per core dynamic and leakage, then the shared
+        logic), their sum and the cluster's busy share."""
+        busy_dyn = self._busy_dyn_w[k]
+        leak = self._leak_w[k] * self._leak_factor[k]
+        idle_leak = leak * IDLE_LEAK_FRACTION
+        lines = []
+        for u in util:
+            lines.append(busy_dyn * u)
+            lines.append(idle_leak + (leak - idle_leak) * u)
+        cluster_busy = max(util)
+        # Shared cluster logic runs at the cluster clock: scale with f and V^2 like a core.
+        v = self._v_ratio[k]
+        lines.append(active_w_at_fmax * cluster_busy * v * v * self.freq_mhz[k] / fmax)
+        return lines, sum(lines), cluster_busy
 
     def _recompute_held(self) -> None:
         held, at_c = self._held

@@ -243,12 +243,12 @@ class WakeupPlacement:
                 if count[c] == 0 and self._prev_load[c] > 0.0:
                     seen_load[c], seen_count[c] = self._prev_load[c], 1
         waking.sort(key=lambda t: (-t.weight, t.tid))
+        if self._order is None:
+            self._order = sorted(range(n), key=lambda c: (-cap[c], c))
         for t in waking:
             cands = self._candidates(t, cap)
-            idle = [c for c in cands if seen_count[c] == 0]
-            if idle:
-                best = max(idle, key=lambda c: (cap[c], c == t.cpu, -c))
-            else:
+            best = self._biggest_idle(t, cands, cap, seen_count)
+            if best is None:
                 best = max(cands, key=lambda c: (cap[c] * t.weight / (seen_load[c] + t.weight), c == t.cpu, -c))
             t.cpu = best
             for arr_load, arr_count in ((load, count), (seen_load, seen_count)):
@@ -257,6 +257,19 @@ class WakeupPlacement:
         self._idle_balance(threads, cap, load, count, seen_count)
         self._running = {t.tid for t in threads}
         self._prev_load = load
+
+    def _biggest_idle(self, t: Thread, cands: Sequence[int], cap: list[float], seen_count: list[int]) -> int | None:
+        """The idle candidate of largest capacity (its own core on a tie, then the lowest id)."""
+        best = None
+        for c in self._order:                      # capacity descending, ids ascending
+            if best is not None and cap[c] < cap[best]:
+                break
+            if seen_count[c] == 0 and c in cands:
+                if best is None:
+                    best = c
+                if c == t.cpu:
+                    return c
+        return best
 
     def _candidates(self, t: Thread, cap: list[float]) -> Sequence[int]:
         """The cores a waking thread considers: all it may use."""
