@@ -143,6 +143,26 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
         layer_s=tuple((layer, phase, s) for (layer, phase), s in layer_s.items()))
 
 
+def _simulate_quiet(key: BatchKey) -> BatchCost:
+    return simulate_batch(key, record_layers=True)
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """sha256 of the simulator's source, the device profiles and the runtime profiles: a saved
+    memo is reused only by the code and data that computed it."""
+    import hashlib
+    from pathlib import Path
+
+    from swansim.results import profile_checksums
+
+    h = hashlib.sha256()
+    for p in sorted(Path(__file__).parent.rglob("*.py")):
+        h.update(p.read_bytes())
+    h.update(repr(sorted(profile_checksums().items())).encode())
+    return h.hexdigest()[:16]
+
+
 class BatchModel:
     """`simulate_batch`, memoised: a bounded least-recently-used map with hit/miss counters."""
 
@@ -168,6 +188,42 @@ class BatchModel:
     def add(self, key: BatchKey, cost: BatchCost) -> None:
         """A cost computed elsewhere (a pool worker) joins the memo."""
         self._memo[key] = cost
+
+    def prefill(self, keys, jobs: int | None = None, progress: bool = True) -> None:
+        """Simulate every key not in the memo yet, over a process pool."""
+        from swansim.runs.pool import run_all
+
+        todo = [k for k in dict.fromkeys(keys) if k not in self._memo]
+        for k, c in zip(todo, run_all(_simulate_quiet, [(k,) for k in todo], jobs, desc="batch model",
+                                      progress=progress)):
+            self._memo[k] = c
+        self.misses += len(todo)
+
+    def save(self, path) -> None:
+        """Write the memo, stamped with what it was computed from (`code_fingerprint`)."""
+        import pickle
+        from pathlib import Path
+
+        Path(path).write_bytes(pickle.dumps((code_fingerprint(), list(self._memo.items()))))
+
+    def load(self, path) -> int:
+        """Add the costs saved at ``path`` if they were computed from this code and these
+        profiles (else nothing); returns how many were added."""
+        import pickle
+        from pathlib import Path
+
+        path = Path(path)
+        if not path.is_file():
+            return 0
+        try:
+            stamp, items = pickle.loads(path.read_bytes())
+        except Exception:   # a torn or foreign file: recompute rather than trust it
+            return 0
+        if stamp != code_fingerprint():
+            return 0
+        for k, c in items:
+            self._memo.setdefault(k, c)
+        return len(items)
 
     @property
     def hit_rate(self) -> float:

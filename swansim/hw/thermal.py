@@ -64,6 +64,18 @@ class ThermalNetwork:
             self._temp = self.ambient_c + self._v @ np.array(self._z)
         return self._temp
 
+    @property
+    def state(self) -> list[float]:
+        """The network's state (modal coordinates): what a phone carries from one run to the next."""
+        return list(self._z)
+
+    @state.setter
+    def state(self, z) -> None:
+        if len(z) != len(self._z):
+            raise ValueError(f"a state of {len(self._z)} modes, got {len(z)}")
+        self._z = [float(x) for x in z]
+        self._temp = None
+
     def node_temp_c(self, i: int) -> float:
         """Temperature of node ``i`` (C)."""
         return self.ambient_c + sum(v * z for v, z in zip(self._v_rows[i], self._z))

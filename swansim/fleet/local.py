@@ -1,0 +1,216 @@
+"""A client's local training: its policy on its own phone, advanced batch by batch.
+
+`PolicyCost` is the fleet's `LocalCost` for one model and one policy (swansim.policies). A
+training request of ``n_batches`` mini-batches runs on a `Device` of the client's profile,
+advanced with `swansim.batchmodel.FastForward`: every batch's latency, energy and heat come
+from the event-level simulation, memoised (`BatchModel`), while the phone's own RC network,
+cpufreq and thermal governors run as usual between and during batches. Before each batch the
+policy sees the phone as an app would (`PhoneState`: battery level and temperature, charger,
+screen, a foreground app from the client's trace, thermal status) and may decline - a
+drop-out; it plans the batch and observes what it measured (`BatchStats`, with per-layer
+times), exactly as in `swansim.runs.driver` on the full simulation.
+
+What a client's phone remembers between rounds travels in the outcome's ``carry``: the policy
+(what it learned: Swan's profiles and selection) and the phone's thermal state at the end of
+its last request. Between requests the phone cools (or warms) along the exact RC solution at
+its idle power (screen off; an assumption: the owner's own use between rounds is not heated
+in); the check-in's battery temperature is that relaxed state's.
+
+The foreground app in a batch's key is the trace's category at the batch's start: a batch
+under an app is measured with that app running (`BatchKey.foreground`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from swansim.batchmodel import BatchCost, BatchKey, BatchModel, FastForward
+from swansim.device import Device, DeviceConfig
+from swansim.dnn.choices import Choice, Plan, enumerate_choices, pytorch_default
+from swansim.dnn.tasks import SWAN_TASKS, build_task
+from swansim.errors import InputError
+from swansim.fleet.availability import ClientState
+from swansim.fleet.population import Client
+from swansim.fleet.rounds import LocalOutcome, LocalRequest
+from swansim.hw.profile import Catalogue
+from swansim.kernel.thermal_gov import ThermalStatus
+from swansim.policies.base import Policy, make_policy, policy_class
+from swansim.policies.view import BatchStats, LayerStat, ModelInfo, PhoneState, PolicyView
+
+# A policy keeps at most this many of its measured batches (what Swan needs: the last few).
+HISTORY_BATCHES = 64
+
+
+@lru_cache(maxsize=1)
+def _catalogue() -> Catalogue:
+    return Catalogue.load()
+
+
+@dataclass
+class ClientPhone:
+    """What a client's phone remembers between its training requests (the outcome's carry)."""
+
+    policy: Policy
+    thermal_z: list[float] | None = None   # the RC network's modal state at ``time_s``
+    time_s: float = 0.0
+    request: int = 0
+    history: list[BatchStats] = field(default_factory=list)
+
+
+class PolicyCost:
+    """`LocalCost` of ``policy`` training ``model`` on each client's phone (module doc)."""
+
+    def __init__(self, model: str, policy: str, batch_model: BatchModel | None = None, runtime: str = "pytorch"):
+        if model not in SWAN_TASKS:
+            raise InputError("--model", "model", f"unknown task {model!r} (known: {', '.join(SWAN_TASKS)})")
+        self.policy_cls = policy_class(policy)
+        self.model, self.policy_name, self.runtime = model, policy, runtime
+        self.batch_model = batch_model or BatchModel()
+        graph = build_task(model)
+        self.info = ModelInfo(model, tuple(layer.name for layer in graph.layers),
+                              tuple(layer.op for layer in graph.layers))
+        self._checkin_policy = make_policy(policy)
+
+    # -- the fleet's interface ----------------------------------------------------------------
+
+    def admit(self, client: Client, state: ClientState) -> bool:
+        """Check-in: the policy's admission on the phone's state (its battery at ambient)."""
+        spec = _catalogue().device(client.device)
+        return self._checkin_policy.admit(_phone_state(state, spec.ambient_c, ThermalStatus.NONE, 0.0))
+
+    def train(self, request: LocalRequest) -> LocalOutcome:
+        client = request.client
+        phone: ClientPhone = request.carry or ClientPhone(make_policy(self.policy_name))
+        dev = self._device(client, request, phone)
+        soc = dev.spec.soc
+        choices = tuple(enumerate_choices(soc, mixed=True))
+        default = pytorch_default(soc)
+        base = BatchKey(client.device, self.model, default, runtime=self.runtime)
+        ff = FastForward(dev, self.batch_model, base)
+        p = dev.platform
+        floor_w = p.total_power_w - p.charging_loss_w   # idle, screen off: what a batch's energy is net of
+        policy, t0 = phone.policy, request.start_s
+        energy, done = 0.0, 0
+        for k in range(request.n_batches):
+            now = t0 + dev.env.now
+            if now >= request.deadline_s:
+                break
+            traced = request.timeline.state_at(now)
+            state = _phone_state(traced, dev.battery_temp_c, dev.thermal_status, dev.env.now)
+            if not policy.admit(state):
+                break
+            view = PolicyView(choices, default, self.info, state, k, phone.request, k, phone.history)
+            plan = policy.plan(view)
+            dev.platform.set_screen(state.screen_on)
+            key = BatchKey(client.device, self.model, _as_plan_or_choice(plan), runtime=self.runtime,
+                           foreground=traced.app)
+            rec = ff.run_batch(key)
+            cost = self.batch_model.cost(key.with_caps(rec.caps_mhz))
+            energy += rec.energy_j
+            done += 1
+            # a batch worth profiling: the phone idle and discharging from its start to its end
+            quiet = state.idle and not state.charging and not any(
+                c.screen_on or c.app is not None or c.charging
+                for c in request.timeline.changes(now, t0 + dev.env.now))
+            stats = BatchStats(k, phone.request, k, plan, rec.start_s, rec.latency_s,
+                               rec.energy_j - floor_w * rec.latency_s, _layers(plan, cost, rec), state, quiet)
+            policy.observe(stats)
+            phone.history = (phone.history + [stats])[-HISTORY_BATCHES:]
+        dev.sched.sync()
+        phone.thermal_z = dev.platform.thermal.state
+        phone.time_s = t0 + dev.env.now
+        phone.request += 1
+        policy.decisions.clear()   # the fleet keeps no decision log; carry stays small
+        if done == 0:
+            return LocalOutcome(False, carry=phone)
+        return LocalOutcome(True, done, dev.env.now, energy, carry=phone)
+
+    # -- the phone ------------------------------------------------------------------------------
+
+    def _device(self, client: Client, request: LocalRequest, phone: ClientPhone) -> Device:
+        spec = _catalogue().device(client.device)
+        st = request.state
+        dev = Device(DeviceConfig(device=client.device, seed=client.seed, charging=st.charging,
+                                  initial_soc_pct=max(0.0, min(100.0, st.battery_pct)),
+                                  placement=self.policy_cls.placement or "wakeup"), spec=spec)
+        if phone.thermal_z is not None:
+            net = dev.platform.thermal
+            net.state = phone.thermal_z
+            idle_w = dev.platform.node_power_w    # screen off, nothing running
+            net.step(max(0.0, request.start_s - phone.time_s), idle_w)
+        return dev
+
+
+
+def _as_plan_or_choice(plan: Plan) -> Plan | Choice:
+    """A uniform plan keys the memo as its one choice (one entry for a choice, however planned)."""
+    choices = plan.choices
+    return next(iter(choices)) if len(choices) == 1 else plan
+
+
+def _phone_state(s: ClientState, battery_temp_c: float | None, status: ThermalStatus, run_s: float) -> PhoneState:
+    return PhoneState(time_s=run_s, battery_pct=s.battery_pct, battery_temp_c=battery_temp_c, charging=s.charging,
+                      screen_on=s.screen_on, foreground_app=s.app is not None, thermal_status=status)
+
+
+def _layers(plan: Plan, cost: BatchCost, rec) -> tuple[LayerStat, ...]:
+    """The batch's layer phases laid end to end from its start, scaled to its measured length."""
+    total = sum(s for _, _, s in cost.layer_s) or 1.0
+    scale = rec.latency_s / total
+    out, t = [], rec.start_s
+    for layer, phase, s in cost.layer_s:
+        choice = plan.fwd[layer] if phase == "fwd" else plan.update if phase == "update" else plan.bwd[layer]
+        out.append(LayerStat(layer, phase, choice, t, t + s * scale))
+        t += s * scale
+    return tuple(out)
+
+
+
+@dataclass
+class PolicyCosts:
+    """The fleet's cost factory: ``(model, policy) -> PolicyCost``, all sharing one batch model
+    (it travels to worker processes with its memo; a worker's misses stay its own)."""
+
+    batch_model: BatchModel = field(default_factory=BatchModel)
+    runtime: str = "pytorch"
+
+    def __call__(self, model: str, policy: str) -> PolicyCost:
+        return PolicyCost(model, policy, self.batch_model, self.runtime)
+
+
+def likely_keys(devices, model: str, runtime: str = "pytorch") -> list[BatchKey]:
+    """The batches a fleet run is sure to ask for: every pinned choice and PyTorch's default
+    on each device, screen off (what exploration and the baselines run first)."""
+    cat = _catalogue()
+    keys = []
+    for d in devices:
+        soc = cat.device(d).soc
+        for c in (*enumerate_choices(soc, mixed=False), pytorch_default(soc)):
+            keys.append(BatchKey(d, model, c, runtime=runtime))
+    return keys
+
+
+def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str | None = None,
+                     progress: bool = True):
+    """`swansim.fleet.run.run_fleet` with the policies on the batch model: the memo is loaded
+    from ``out_dir/batch-memo.pkl`` (when the code and profiles that computed it are these),
+    filled with `likely_keys` over a process pool, and saved back after the run."""
+    from pathlib import Path
+
+    from swansim.fleet.run import build_population, run_fleet, validate
+    from swansim.runs.pool import check_jobs
+
+    validate(config)
+    jobs = check_jobs(jobs)
+    for p in config.policies:
+        policy_class(p, "--policies")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    memo_path = out / "batch-memo.pkl"
+    bm = BatchModel(max_entries=1 << 16)
+    bm.load(memo_path)
+    devices = sorted(set(build_population(config).devices))
+    bm.prefill(likely_keys(devices, config.model), jobs, progress)
+    bm.save(memo_path)
+    result = run_fleet(config, PolicyCosts(bm), out, jobs=jobs, dask_address=dask_address, progress=progress)
+    return result, bm
