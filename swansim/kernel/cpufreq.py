@@ -24,9 +24,10 @@ the next OPP threshold (or the rate limit expires, if a change is waiting for it
 
 Assumptions, stated:
 - Rate limits: Android common kernels' schedutil has separate ``up_rate_limit_us`` and
-  ``down_rate_limit_us``; Pixel 3 era device init scripts write 500 us up and 20000 us down
-  (e.g. ``write .../cpufreq/schedutil/up_rate_limit_us 500``, ``down_rate_limit_us 20000``,
-  found in many SDM845 init.*.rc files). We use those for every device.
+  ``down_rate_limit_us``, set per phone by its init scripts: a phone profile's `[kernel]` table
+  carries them (`schedutil_limits`; the Pixel 3 writes 500 us up and 20000 us down, stock
+  Qualcomm kona/msmnile scripts 0 and 0). A device without a `[kernel]` table gets the Pixel 3's
+  (``UP_RATE_LIMIT_S``/``DOWN_RATE_LIMIT_S``).
 - Utilisation is *not* frequency-invariant by default: a fully busy core's util tends to 1
   whatever its frequency, as in the formula above. Mainline PELT scales running time by
   f_cur/f_max (frequency invariance), which makes the climb from a low OPP go in ~1.25x steps;
@@ -45,7 +46,9 @@ from swansim.kernel.sched import PELT_HALF_LIFE_S, Scheduler
 
 # kernel/sched/cpufreq_schedutil.c: next_freq = 1.25 * max_freq * util / max (25% headroom).
 SCHEDUTIL_HEADROOM = 1.25
-# Android schedutil up/down rate limits as set by Pixel 3 era init scripts (see module doc).
+# Android schedutil up/down rate limits for a device whose profile names none: the Pixel 3's
+# (LineageOS/android_device_google_crosshatch init.hardware.rc: up_rate_limit_us 500,
+# down_rate_limit_us 20000 on both policies).
 UP_RATE_LIMIT_S = 0.0005
 DOWN_RATE_LIMIT_S = 0.020
 # A crossing timer lands this much after the computed instant, so the crossing surely happened
@@ -288,8 +291,20 @@ class Schedutil(Governor):
 GOVERNORS = {"schedutil": Schedutil, "performance": Performance, "powersave": Powersave, "userspace": Userspace}
 
 
-def make_governor(name: str, **kwargs) -> Governor:
-    """A governor by its sysfs name (scaling_governor)."""
+def schedutil_limits(kernel) -> dict[str, float]:
+    """schedutil's rate limits from a phone's `[kernel]` table (hw.profile.KernelSpec; None:
+    the defaults), as `Schedutil` keyword arguments."""
+    if kernel is None:
+        return {"up_rate_limit_s": UP_RATE_LIMIT_S, "down_rate_limit_s": DOWN_RATE_LIMIT_S}
+    return {"up_rate_limit_s": kernel.schedutil_up_rate_limit_us * 1e-6,
+            "down_rate_limit_s": kernel.schedutil_down_rate_limit_us * 1e-6}
+
+
+def make_governor(name: str, kernel=None, **kwargs) -> Governor:
+    """A governor by its sysfs name (scaling_governor); schedutil takes its rate limits from
+    ``kernel`` (a phone's hw.profile.KernelSpec) unless given."""
     if name not in GOVERNORS:
         raise ValueError(f"unknown cpufreq governor {name!r} (known: {', '.join(GOVERNORS)})")
+    if name == "schedutil":
+        kwargs = {**schedutil_limits(kernel), **kwargs}
     return GOVERNORS[name](**kwargs)

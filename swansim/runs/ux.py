@@ -30,7 +30,7 @@ from swansim.device import DeviceConfig
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
-from swansim.kernel.sched import PLACEMENTS
+from swansim.kernel.sched import AUTO, PLACEMENTS
 from swansim.results import write_manifest
 from swansim.runs.pool import run_all
 from swansim.runs.scenarios import (PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, app_jank,
@@ -51,7 +51,7 @@ class UxConfig:
     passes: int = 1
     warmup_s: float = WARMUP_S
     light_s: float = 60.0
-    placement: str = "wakeup"
+    placement: str = AUTO
     seed: int = 0
     seeds: int = 1
 
@@ -72,8 +72,9 @@ class UxConfig:
         for name, value, lo in (("warmup-s", self.warmup_s, 0.0), ("light-s", self.light_s, 0.0)):
             if not (lo <= value <= 3600.0):
                 raise InputError(f"--{name}", name.replace("-", "_"), f"must be in {lo:g}..3600 s, got {value!r}")
-        if self.placement not in PLACEMENTS:
-            raise InputError("--placement", "placement", f"{self.placement!r} is not one of {', '.join(PLACEMENTS)}")
+        if self.placement != AUTO and self.placement not in PLACEMENTS:
+            raise InputError("--placement", "placement",
+                             f"{self.placement!r} is not one of {AUTO}, {', '.join(PLACEMENTS)}")
 
 
 def phones_and_tablets(cat: Catalogue) -> tuple[str, ...]:
