@@ -382,8 +382,11 @@ class WaltPlacement:
       (check_for_migration / misfit load balance); a CPU running two tasks gives one to an idle
       CPU where it fits (newidle balance).
 
-    Demand changes only when a window closes, so the kernel's window rollover is one timer
-    armed while some unpinned thread is runnable or core_ctl counts down - never per thread.
+    Demand changes only when a window closes, so the kernel's window rollover is one timer,
+    armed only while some unpinned thread is runnable (only those can move) - never per
+    thread. Windows that pass without it are closed, in order and with their own statistics,
+    at the next replan (before anything is placed), so core_ctl decides exactly as at the
+    rollover; only a pinned-only phone sees its decisions late, and pinned threads ignore them.
     Not modelled: energy comparison of the candidates (find_energy_efficient_cpu), sched_boost,
     big-task rotation, per-task boost, the ``unfilter`` threshold of colocation, util clamps.
     """
@@ -444,6 +447,11 @@ class WaltPlacement:
     def demand(self, t: Thread) -> float:
         """``t``'s WALT demand now (a share of a window on the biggest CPU at its top clock)."""
         return self.walt.demand(self._record(t, self.sched.env.now))
+
+    def isolated(self) -> set[int]:
+        """core_ctl's isolated CPUs now (every window up to now closed)."""
+        self._roll(self.sched.env.now)
+        return set(self.core_ctl.isolated)
 
     def fits(self, d: float, rank: int, from_rank: int) -> bool:
         """task_fits_capacity(): demand ``d`` fits a CPU of cluster ``rank`` for a task on ``from_rank``."""
@@ -706,7 +714,7 @@ class WaltPlacement:
         busy = sched.busy_now
         self._stats.set_plan([busy[c] * p.freq_mhz[p.cluster_of_cpu[c]] / self._fmax[p.cluster_of_cpu[c]]
                               for c in range(n)], nr, misfit)
-        if (movable or not self.core_ctl.settled) and self._timer_at == math.inf:
+        if movable and self._timer_at == math.inf:
             self._arm(now)
 
     def _arm(self, now: float) -> None:
@@ -735,7 +743,7 @@ class WaltPlacement:
                     changed = True
         if changed:
             sched._touch()   # the replan re-places and re-arms
-        elif movable or not self.core_ctl.settled:
+        elif movable:
             self._arm(now)
 
     def _roll(self, now: float) -> bool:
