@@ -177,9 +177,26 @@ class SocSpec:
 
     @property
     def prime(self) -> ClusterSpec | None:
-        """The top-capacity cluster on SoCs with three or more clusters, else None."""
+        """The prime core's cluster: on SoCs with three or more clusters, the top-capacity one if
+        its capacity stands above the next one's (SD855's cpu 7); None otherwise - RK3588's two
+        A76 domains have one capacity, and the second is not a prime core."""
         ranked = self.ranked_clusters
-        return ranked[-1] if len(ranked) >= 3 else None
+        if len(ranked) >= 3 and ranked[-1].capacity > ranked[-2].capacity:
+            return ranked[-1]
+        return None
+
+    @property
+    def tiers(self) -> tuple[tuple[int, ...], ...]:
+        """CPUs above the little cluster grouped by capacity, smallest first: clusters of equal
+        capacity (separate frequency domains of one core type) form one tier."""
+        out: list[tuple[int, ...]] = []
+        ranked = self.ranked_clusters
+        for prev, c in zip(ranked, ranked[1:]):
+            if out and c.capacity == prev.capacity:
+                out[-1] = out[-1] + c.cpus
+            else:
+                out.append(c.cpus)
+        return tuple(out)
 
 
 @dataclass(frozen=True)

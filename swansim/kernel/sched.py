@@ -401,8 +401,7 @@ class WaltPlacement:
         self._rec: dict[int, object] = {}        # tid -> TaskDemand
         self._rate: dict[int, float] = {}        # tid -> scaled rate in the current plan
         self._running: set[int] = set()
-        self._prev_count: list[int] | None = None
-        self._prev_util: list[float] | None = None
+        self._prev: list = []                    # the threads runnable in the previous plan
         self._coloc: dict[str, list] = {}        # colocated group -> [skip_min, downmigrate_ts]
         self._coloc_window = -1                  # the window the groups were last updated in
         self._timer_at = math.inf
@@ -431,6 +430,7 @@ class WaltPlacement:
             for cc in self.kernel.core_ctl:
                 params[names[cc.cluster]] = cc
         self.core_ctl = CoreCtl(self.rank_cpus, params)
+        self._colocating = any(g.colocate for g in self.kernel.schedtune.values())
         self._stats = WindowStats(p.n_cpus, self.window_s)
         sched.on_replan.append(self._after_replan)
 
@@ -476,20 +476,16 @@ class WaltPlacement:
         if self.sched is None:
             self._setup(sched)
         now = sched.env.now
-        for tid, rate in self._rate.items():
-            d = self._rec.get(tid)
-            if d is not None:
-                self.walt.advance(d, now, rate)
-        self._roll(now)
-        self._update_colocation(threads, now)
+        cc = self.core_ctl
+        if cc.enabled:
+            self._roll(now)
+        if self._colocating:
+            self._update_colocation(now)
         n = len(self.cap)
-        iso = self.core_ctl.isolated
-        count, util = [0] * n, [0.0] * n
-        load = [0.0] * n
-        dem = {}
-        waking = []
+        iso = cc.isolated
+        count, load = [0] * n, [0.0] * n
+        placed, waking = [], []
         for t in threads:
-            dem[t.tid] = dd = self.walt.demand(self._record(t, now))
             allowed = self._allowed(t, iso)
             if len(allowed) == 1:
                 t.cpu = allowed[0]
@@ -498,16 +494,27 @@ class WaltPlacement:
             else:
                 waking.append(t)
                 continue
+            placed.append(t)
             count[t.cpu] += 1
-            util[t.cpu] += dd
             load[t.cpu] += t.weight
+        prev, self._prev = self._prev, threads[:]
+        self._running = {t.tid for t in threads}
+        if len(placed) == len(threads) and not any(len(t.affinity) > 1 for t in placed):
+            return   # every thread pinned: nothing to decide
+        dem = {t.tid: self.walt.demand(self._record(t, now)) for t in threads}
+        util = [0.0] * n
+        for t in placed:
+            util[t.cpu] += dem[t.tid]
         # A core vacated at this very instant still counts as busy for the waking threads
         # (a thread that ends a piece of work and starts the next never left it).
         seen_count, seen_util = list(count), list(util)
-        if self._prev_count is not None:
-            for c in range(n):
-                if count[c] == 0 and self._prev_count[c] > 0:
-                    seen_count[c], seen_util[c] = self._prev_count[c], self._prev_util[c]
+        if waking and prev:
+            running = self._running
+            for t in prev:
+                c = t.cpu
+                if c is not None and count[c] == 0 and t.tid not in running:
+                    seen_count[c] += 1
+                    seen_util[c] += self.walt.demand(self._record(t, now))
         waking.sort(key=lambda t: (-dem[t.tid], -t.weight, t.tid))
         for t in waking:
             c = self._wake_cpu(t, dem[t.tid], self._allowed(t, iso), seen_count, seen_util, load)
@@ -517,8 +524,6 @@ class WaltPlacement:
                 ut[c] += dem[t.tid]
             load[c] += t.weight
         self._balance(threads, dem, iso, count, util, load, seen_count)
-        self._running = {t.tid for t in threads}
-        self._prev_count, self._prev_util = count, util
 
     def _allowed(self, t: Thread, iso: set) -> tuple[int, ...]:
         if not iso:
@@ -653,7 +658,7 @@ class WaltPlacement:
 
     # -- colocation (related thread group) ------------------------------------------------------
 
-    def _update_colocation(self, threads, now: float) -> None:
+    def _update_colocation(self, now: float) -> None:
         """Group upmigration of colocated groups (walt.c update_best_cluster), once a window
         (demands only change when one closes). Thresholds are shares of a window of the
         smallest cluster's capacity (walt_update_group_thresholds)."""
@@ -690,30 +695,39 @@ class WaltPlacement:
     # -- windows: rates, per-CPU statistics, core_ctl, the rollover timer -------------------------
 
     def _after_replan(self) -> None:
-        """At the end of every replan: each runnable thread's scaled rate and the CPUs' window
-        statistics under the new plan; arm the rollover timer if anything can move."""
+        """At the end of every replan: each runnable thread's scaled rate under the new plan (a
+        record whose rate changes is first brought to now at its old rate; the others stay
+        behind until read), the CPUs' window statistics for core_ctl, and the rollover timer."""
         sched = self.sched
         p = sched.platform
         now = sched.env.now
-        self._roll(now)
-        rates = {}
-        n = p.n_cpus
-        nr, misfit = [0] * n, [0] * n
+        cl, freq, fmax, cap = p.cluster_of_cpu, p.freq_mhz, self._fmax, self.cap
+        old, new = self._rate, {}
         movable = False
         for t in sched._runnable:
-            k = p.cluster_of_cpu[t.cpu]
-            duty = t.duty if t.idle_s_per_unit > 0.0 else 1.0
-            rates[t.tid] = duty * self.cap[t.cpu] * p.freq_mhz[k] / self._fmax[k]
-            nr[t.cpu] += 1
+            k = cl[t.cpu]
+            new[t.tid] = (t.duty if t.idle_s_per_unit > 0.0 else 1.0) * cap[t.cpu] * freq[k] / fmax[k]
             if len(t.affinity) > 1:
                 movable = True
-                d = self._rec.get(t.tid)
-                if d is not None and self._misfit(t, self.walt.demand(d)):
+        rec = self._rec
+        for tid, r in new.items():
+            r0 = old.get(tid, 0.0)
+            if r0 != r and tid in rec:
+                self.walt.advance(rec[tid], now, r0)
+        for tid, r0 in old.items():
+            if tid not in new and tid in rec:
+                self.walt.advance(rec[tid], now, r0)
+        self._rate = new
+        if self.core_ctl.enabled:
+            self._roll(now)
+            n = p.n_cpus
+            nr, misfit = [0] * n, [0] * n
+            for t in sched._runnable:
+                nr[t.cpu] += 1
+                if len(t.affinity) > 1 and t.tid in rec and self._misfit(t, self.walt.demand(rec[t.tid])):
                     misfit[t.cpu] += 1
-        self._rate = rates   # every record was brought to now by this instant's placement
-        busy = sched.busy_now
-        self._stats.set_plan([busy[c] * p.freq_mhz[p.cluster_of_cpu[c]] / self._fmax[p.cluster_of_cpu[c]]
-                              for c in range(n)], nr, misfit)
+            busy = sched.busy_now
+            self._stats.set_plan([busy[c] * freq[cl[c]] / fmax[cl[c]] for c in range(n)], nr, misfit)
         if movable and self._timer_at == math.inf:
             self._arm(now)
 
@@ -738,8 +752,8 @@ class WaltPlacement:
             d = self._record(t, now)
             if not changed and self._misfit(t, self.walt.demand(d)):
                 r0 = self.rank[t.cpu]
-                nr = self._stats.nr
-                if any(self.rank[c] > r0 and nr[c] == 0 and c not in iso for c in t.affinity):
+                busy = {x.cpu for x in sched._runnable}
+                if any(self.rank[c] > r0 and c not in busy and c not in iso for c in t.affinity):
                     changed = True
         if changed:
             sched._touch()   # the replan re-places and re-arms

@@ -1,7 +1,10 @@
 """Landscapes: latency, energy and power of every execution choice for one model on one device.
 
-One row per execution choice (the paper's prefix choices per cluster, then mixed big+little
-sets flagged ``kind=mixed``, then PyTorch's default, the baseline). Each row is the batch
+One row per execution choice (the paper's prefix choices per capacity tier, then mixed
+big+little sets flagged ``kind=mixed``, then PyTorch's default, the baseline). ``kind`` says what
+the cores are (`dnn.choices.enumerate_choices`: little, big, prime - a prime core is one whose
+capacity stands above the rest, not merely a separate frequency domain - mixed, default);
+``clusters`` names the profile's clusters the choice uses. Each row is the batch
 model's `simulate_batch` - the full device simulation (fluid scheduler, the cpufreq governor,
 schedutil by default) of a cool phone, warm-up batches, then the mean of the measured ones:
 the very numbers the calibration fits. Choices are independent runs and go over a process
@@ -10,7 +13,11 @@ pool (``jobs``); the numbers do not depend on it.
 Energy is the training's share, like the paper's background-subtracted battery drain: the
 platform's energy over a batch minus the idle floor (the device's power with no runnable
 thread, screen off) times the batch latency. ``speedup`` and ``energy_vs_baseline`` are
-relative to the ``default`` row (PyTorch's default).
+relative to the ``default`` row, PyTorch's default (as many threads as big cores, no
+affinity, placed by the phone's kernel), named in every row's ``baseline`` column:
+``speedup`` = default latency / the row's latency (above 1: faster than the default),
+``energy_vs_baseline`` = the row's energy / the default's (below 1: less energy). The training
+process sits in Android group ``group`` (default top-app, see runs.scenarios.TrainingBackground).
 """
 from __future__ import annotations
 
@@ -21,11 +28,11 @@ from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.errors import InputError
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import TOP_APP, Catalogue
 from swansim.runs.pool import run_all
 
 COLUMNS = ["choice", "kind", "cores", "threads", "clusters", "latency_s", "energy_j", "power_w", "speedup",
-           "energy_vs_baseline"]
+           "energy_vs_baseline", "baseline"]
 
 
 def parse_input(text: str) -> tuple[int, int, int]:
@@ -58,7 +65,7 @@ def landscape_frame(device: str = "pixel3", model: str = "resnet34", runtime: st
                     mode: str = "train", batch: int | None = None, classes: int | None = None,
                     input_shape: str | None = None, batches: int = 2, warmup: int = 1,
                     mixed: bool = True, jobs: int | None = 1, progress: bool = False,
-                    governor: str = "schedutil"):
+                    governor: str = "schedutil", group: str = TOP_APP):
     """The landscape as a tidy frame (one row per choice, cost order, baseline last)."""
     import pandas as pd
 
@@ -67,12 +74,17 @@ def landscape_frame(device: str = "pixel3", model: str = "resnet34", runtime: st
     shape = parse_input(input_shape) if input_shape else None
     build_task(model, batch, shape, classes, mode)
     choices = enumerate_choices(soc, mixed=mixed) + [pytorch_default(soc)]
+    if group not in _catalogue().device(device).cpusets and group != TOP_APP:
+        raise InputError("--group", "group", f"{group!r} is not a cpuset of {device} "
+                                             f"({', '.join(_catalogue().device(device).cpusets)})")
     keys = [BatchKey(device, model, c, runtime=runtime, governor=governor, mode=mode, batch=batch,
-                     input_shape=shape, num_classes=classes, batches=batches, warmup=warmup) for c in choices]
+                     input_shape=shape, num_classes=classes, batches=batches, warmup=warmup, group=group)
+            for c in choices]
     rows = run_all(_row, [(k,) for k in keys], jobs, desc=f"landscape {device} {model}", progress=progress,
                    labels=[c.label for c in choices])
     df = pd.DataFrame(rows)
     base = df[df["kind"] == "default"].iloc[0]
     df["speedup"] = base["latency_s"] / df["latency_s"]
     df["energy_vs_baseline"] = df["energy_j"] / base["energy_j"]
+    df["baseline"] = base["choice"]
     return df[COLUMNS]
