@@ -674,9 +674,9 @@ class WaltPlacement:
                 continue
             total = 0.0
             for t in self.sched.threads:
-                if t.colocated and t.cgroup == name:
-                    d = self._rec.get(t.tid)
-                    if d is not None and (t.tid in self._rate or d.t >= recent):
+                if t.colocated and t.cgroup == name and t.tid in self._rec:
+                    d = self._record(t, now)
+                    if t.tid in self._rate or d.ran >= recent:
                         total += self.walt.demand(d)
             g = self._coloc.setdefault(name, [False, None])
             if not g[0]:
@@ -724,7 +724,7 @@ class WaltPlacement:
             nr, misfit = [0] * n, [0] * n
             for t in sched._runnable:
                 nr[t.cpu] += 1
-                if len(t.affinity) > 1 and t.tid in rec and self._misfit(t, self.walt.demand(rec[t.tid])):
+                if len(t.affinity) > 1 and t.tid in rec and self._misfit(t, self.walt.demand(self._record(t, now))):
                     misfit[t.cpu] += 1
             busy = sched.busy_now
             self._stats.set_plan([busy[c] * freq[cl[c]] / fmax[cl[c]] for c in range(n)], nr, misfit)
@@ -739,6 +739,8 @@ class WaltPlacement:
         """The kernel's window rollover: close the window, run core_ctl, find new misfits."""
         self._timer_at = math.inf
         sched = self.sched
+        if sched._replan_pending:
+            return   # a replan at this instant places everything and re-arms
         now = sched.env.now
         changed = self._roll(now)
         iso = self.core_ctl.isolated

@@ -37,12 +37,13 @@ MAX_NR_THRESHOLD = 4
 
 
 class TaskDemand:
-    """One task's WALT state: the window its sum belongs to, the sum, the closed windows."""
+    """One task's WALT state: the window its sum belongs to, the sum, the closed windows, and
+    when it last ran (``ran``: the end of its last runnable stretch brought up to date)."""
 
-    __slots__ = ("t", "window", "sum", "hist")
+    __slots__ = ("t", "window", "sum", "hist", "ran")
 
     def __init__(self, t: float, window: int, hist: list[float]):
-        self.t, self.window, self.sum, self.hist = t, window, 0.0, hist
+        self.t, self.window, self.sum, self.hist, self.ran = t, window, 0.0, hist, t
 
 
 class WaltDemand:
@@ -63,6 +64,8 @@ class WaltDemand:
         second: the share of the biggest CPU at its top clock it used, 0 while asleep)."""
         if now <= d.t:
             return
+        if rate > 0.0:
+            d.ran = now
         w = self.window_of(now)
         if w == d.window:
             d.sum += rate * (now - d.t)

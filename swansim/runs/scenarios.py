@@ -171,6 +171,21 @@ def work_score(config: DeviceConfig, background: Background | None = None, warmu
     return run.score, per.reset_index()
 
 
+def fig3_drop_pct(device: str, model: str, seed: int = 0, passes: int = 1, placement: str = AUTO,
+                  group: str = TOP_APP) -> float:
+    """Swan Fig. 3's quantity: the Work-like score drop (%) of ``device`` with PyTorch's default
+    training ``model`` in the background (after `WARMUP_S` of training alone), against the same
+    phone without training; both scored against the Pixel 3 alone."""
+    from swansim.apps.workbench import score_drop_pct
+
+    ref = reference_times("pixel3", passes, seed, placement)
+    cfg = DeviceConfig(device=device, seed=seed)
+    alone = run_workbench(cfg, None, passes=passes, seed=seed, reference=ref, placement=placement).score
+    loaded = run_workbench(cfg, TrainingBackground(model, "pytorch-default", group=group), WARMUP_S, passes, seed,
+                           reference=ref, placement=placement).score
+    return score_drop_pct(alone, loaded)
+
+
 def app_jank(config: DeviceConfig, category: str, background: Background | None = None,
              duration_s: float = 60.0, warmup_s: float = WARMUP_S, placement: str = AUTO,
              table: AppTable | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
