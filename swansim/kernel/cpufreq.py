@@ -20,7 +20,12 @@ utilisation has a closed form,
     busy: u(t) = 1 - (1 - u0) * 2^(-t/h)        idle: u(t) = u0 * 2^(-t/h),
 so the governor re-evaluates only when the scheduler's plan changes (`Scheduler.on_replan`),
 when a thermal cap changes, and at one timer armed for the moment the utilisation crosses
-the next OPP threshold (or the rate limit expires, if a change is waiting for it).
+the next OPP threshold (or the rate limit expires, if a change is waiting for it). A crossing
+with nothing else happening is seen at the next scheduler tick (a busy CPU updates its
+utilisation, and calls the governor, from scheduler_tick): the timer is put on the tick grid,
+``TICK_S``. Without it, a governor with no rate limit (Qualcomm's 0/0) and a load whose busy
+share depends on the clock (work interleaved with sleep) would flip between two OPPs every
+nanosecond.
 
 Assumptions, stated:
 - Rate limits: Android common kernels' schedutil has separate ``up_rate_limit_us`` and
@@ -54,6 +59,9 @@ DOWN_RATE_LIMIT_S = 0.020
 # A crossing timer lands this much after the computed instant, so the crossing surely happened
 # despite rounding (the utilisation moves ~1e-8 in that time, far above float error).
 _CROSS_EPS_S = 1e-9
+# The scheduler tick: CONFIG_HZ_300 (GrapheneOS-Archive/kernel_google_crosshatch
+# crosshatch_defconfig); assumption: the same HZ on every device.
+TICK_S = 1.0 / 300.0
 _EPS = 1e-12
 
 
@@ -269,7 +277,11 @@ class Schedutil(Governor):
                 best = min(best, h * math.log2((g - u) / (g - upper)))
             elif lower is not None and g < lower - _EPS and u > lower:
                 best = min(best, h * math.log2((u - g) / (lower - g)))
-        return best + _CROSS_EPS_S
+        if best == math.inf:
+            return best
+        now = self.env.now
+        at = math.ceil((now + best + _CROSS_EPS_S) / TICK_S) * TICK_S   # the tick that sees it
+        return max(at - now, _CROSS_EPS_S)
 
     def _arm(self, dt_s: float) -> None:
         """Make sure a timer fires at ``now + dt_s`` at the latest. One timer is pending at a

@@ -31,7 +31,8 @@ Background = Callable[[Device], object]
 
 
 # Swan paper Fig. 3: PCMark Work 3.0 score drop (%) with pytorch-default training in the
-# background. Nothing in the simulator is tuned to these: they validate the Work-like score.
+# background. The Pixel 3 ResNet-34 point is calibration (the app models' L3 intensity was set
+# with it in view); the other four validate (experiments/calibration/ledger.csv).
 PAPER_FIG3_DROP_PCT = {
     ("pixel3", "resnet34"): 26.7, ("pixel3", "shufflenet_v2_x2_0"): 25.1, ("pixel3", "mobilenet_v2"): 29.2,
     ("galaxy-s10e", "resnet34"): 7.0, ("galaxy-s10e", "shufflenet_v2_x2_0"): 15.5,
