@@ -28,7 +28,7 @@ from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.errors import InputError
-from swansim.hw.profile import TOP_APP, Catalogue
+from swansim.hw.profile import ANDROID_GROUPS, TOP_APP, Catalogue
 from swansim.runs.pool import run_all
 
 COLUMNS = ["choice", "kind", "cores", "threads", "clusters", "latency_s", "energy_j", "power_w", "speedup",
@@ -74,9 +74,8 @@ def landscape_frame(device: str = "pixel3", model: str = "resnet34", runtime: st
     shape = parse_input(input_shape) if input_shape else None
     build_task(model, batch, shape, classes, mode)
     choices = enumerate_choices(soc, mixed=mixed) + [pytorch_default(soc)]
-    if group not in _catalogue().device(device).cpusets and group != TOP_APP:
-        raise InputError("--group", "group", f"{group!r} is not a cpuset of {device} "
-                                             f"({', '.join(_catalogue().device(device).cpusets)})")
+    if group not in ANDROID_GROUPS:
+        raise InputError("--group", "group", f"{group!r} is not one of {', '.join(ANDROID_GROUPS)}")
     keys = [BatchKey(device, model, c, runtime=runtime, governor=governor, mode=mode, batch=batch,
                      input_shape=shape, num_classes=classes, batches=batches, warmup=warmup, group=group)
             for c in choices]
