@@ -33,9 +33,9 @@ def one_case(model: str, choice: Choice, batches: int, device: str = "pixel3") -
     graph, rt = build_task(model), load_runtime("pytorch")
     t0 = time.process_time()
     dev = Device(DeviceConfig(device=device))
-    # as swansim.batchmodel runs a landscape row: the process in top-app, its cpuset
+    # as swansim.batchmodel runs a landscape row: the process in top-app (TrainingJob's default)
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, choice, n_batches=batches, record_layers=False,
-                      cpuset=dev.spec.cpuset(TOP_APP), cgroup=TOP_APP)
+                      cpuset=dev.spec.cpuset(TOP_APP))
     dev.env.run(until=job.process)
     cpu = time.process_time() - t0
     return {"cpu_s": cpu / batches, "events": dev.env.n_events / batches, "replans": dev.sched.n_replans / batches,
