@@ -37,20 +37,24 @@ from swansim.dnn.graph import Model
 from swansim.dnn.runtime import Runtime, load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
-from swansim.hw.profile import Catalogue, DeviceSpec
+from swansim.hw.profile import TOP_APP, Catalogue, DeviceSpec
+from swansim.kernel.sched import AUTO
 
 
 @dataclass(frozen=True)
 class BatchKey:
     """Everything a batch's cost depends on. ``caps_mhz``: per-cluster thermal caps (None:
-    none); ``foreground``: the app category on the screen, or None (screen off)."""
+    none); ``foreground``: the app category on the screen, or None (screen off); ``group``: the
+    training process's Android group (its cpuset and schedtune attributes; Swan's python,
+    forked from Termux on the screen, inherits top-app); ``placement``: "auto" is the phone's
+    kernel (kernel.sched.resolve_placement)."""
 
     device: str
     model: str
     plan: Plan | Choice
     runtime: str = "pytorch"
     governor: str = "schedutil"
-    placement: str = "wakeup"
+    placement: str = AUTO
     caps_mhz: tuple[float, ...] | None = None
     foreground: str | None = None
     mode: str = "train"
@@ -60,6 +64,7 @@ class BatchKey:
     batches: int = 1
     warmup: int = 1
     seed: int = 0
+    group: str = TOP_APP
 
     def with_caps(self, caps_mhz: Sequence[float] | None) -> "BatchKey":
         return replace(self, caps_mhz=None if caps_mhz is None else tuple(caps_mhz))
@@ -115,7 +120,7 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
             key.seed, name=key.foreground, memory=table.memory).start()
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, key.plan, mode=key.mode,
                       n_batches=key.warmup + key.batches, idle_floor_w=idle_floor_w,
-                      record_layers=record_layers)
+                      record_layers=record_layers, cpuset=dev.spec.cpuset(key.group), cgroup=key.group)
     marks: list[tuple[float, np.ndarray, list[float]]] = []
 
     def mark() -> None:

@@ -15,7 +15,7 @@ from swansim.hw.battery import CHARGER_POWER_W, Battery
 from swansim.hw.platform import Platform
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import GOVERNORS, CpufreqPolicy, make_governor
-from swansim.kernel.sched import PLACEMENTS, Environment, Scheduler
+from swansim.kernel.sched import AUTO, PLACEMENTS, Environment, Scheduler, resolve_placement
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, ThermalZone, make_thermal_governor
 
 
@@ -27,7 +27,8 @@ class DeviceConfig:
     seed: int = 0
     screen_on: bool = False
     ambient_c: float | None = None        # None: the profile's ambient
-    placement: str = "wakeup"             # thread placement (kernel.sched.PLACEMENTS)
+    placement: str = AUTO                 # thread placement (kernel.sched.PLACEMENTS); "auto":
+                                          # the profile's kernel flavour (walt), else wakeup
     governor: str = "schedutil"           # cpufreq governor of every domain
     userspace_freq_mhz: tuple[float, ...] | None = None  # per domain, for governor "userspace"
     thermal_governor: str | None = None   # None: the profile's; "off": caps stay as set
@@ -51,9 +52,13 @@ class Device:
         self.env = Environment()
         self.rng = np.random.default_rng(config.seed)
         self.platform = Platform(spec, screen_on=config.screen_on, frozen_temps=config.frozen_temps)
-        if config.placement not in PLACEMENTS:
-            raise InputError("config", "placement", f"{config.placement!r} is not one of {', '.join(PLACEMENTS)}")
-        self.sched = Scheduler(self.env, self.platform, PLACEMENTS[config.placement]())
+        if config.placement != AUTO and config.placement not in PLACEMENTS:
+            raise InputError("config", "placement",
+                             f"{config.placement!r} is not one of {AUTO}, {', '.join(PLACEMENTS)}")
+        self.placement = resolve_placement(config.placement, spec)
+        if self.placement.startswith("walt") and spec.kernel is None:
+            raise InputError(spec.path, "kernel", f"placement {self.placement!r} needs the profile's [kernel] table")
+        self.sched = Scheduler(self.env, self.platform, PLACEMENTS[self.placement](spec))
         self._build_power_management(config, spec)
 
     def _build_power_management(self, config: DeviceConfig, spec: DeviceSpec) -> None:
@@ -71,7 +76,7 @@ class Device:
         self.cpufreq: list[CpufreqPolicy] = []
         for k in range(n):
             kw = {"freq_mhz": freqs[k] if freqs else None} if config.governor == "userspace" else {}
-            self.cpufreq.append(CpufreqPolicy(self.sched, k, make_governor(config.governor, **kw)))
+            self.cpufreq.append(CpufreqPolicy(self.sched, k, make_governor(config.governor, spec.kernel, **kw)))
         self.thermal: ThermalZone = make_thermal_governor(thermal_name, self.sched, self.cpufreq, spec.thermal)
         self.thermal.start()
         self.battery: Battery | None = None

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from swansim.device import Device, DeviceConfig
 from swansim.errors import InputError
 from swansim.hw.profile import AMBIENT, Catalogue
-from swansim.kernel.cpufreq import (DOWN_RATE_LIMIT_S, PELT_HALF_LIFE_S, UP_RATE_LIMIT_S, opp_at_or_above,
+from swansim.kernel.cpufreq import (DOWN_RATE_LIMIT_S, PELT_HALF_LIFE_S, TICK_S, UP_RATE_LIMIT_S, opp_at_or_above,
                                     schedutil_freq_mhz)
 from swansim.kernel.thermal_gov import StatusMonitor, ThermalStatus, divvy_up_power
 from swansim.runs.workloads import SustainedGemm
@@ -106,7 +106,11 @@ class TestSchedutil:
         opps = dev.cpufreq[1].opps_mhz
         want = opp_at_or_above(opps, 0.625 * opps[-1])
         assert want >= 0.625 * opps[-1] and schedutil_freq_mhz(opps, 0.5, opps[-1]) == want
-        assert dev.platform.freq_mhz[1] == want
+        # the governor sees the utilisation at the scheduler ticks: at a tick the clock is its OPP
+        tick = math.ceil((1.0 + PELT_HALF_LIFE_S) / TICK_S) * TICK_S
+        dev.run(tick + 1e-9)
+        assert dev.platform.freq_mhz[1] == schedutil_freq_mhz(opps, gov.util(), opps[-1])
+        assert dev.platform.freq_mhz[1] >= want
 
     def test_rate_limits_hold_and_it_does_not_tick(self):
         dev = device()

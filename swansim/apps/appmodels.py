@@ -39,7 +39,7 @@ import simpy
 from swansim.apps.traces import CATEGORIES, Session
 from swansim.apps.ux import UxRecorder
 from swansim.errors import InputError
-from swansim.hw.profile import DeviceSpec
+from swansim.hw.profile import TOP_APP, DeviceSpec
 from swansim.kernel.sched import L3Use, Scheduler, Thread
 
 APP_TABLE_PATH = Path(__file__).resolve().with_name("appmodels.toml")
@@ -272,8 +272,10 @@ class FramePipeline:
                 android: AndroidNice, recorder: UxRecorder, l3: L3Use | None,
                 bytes_per_instr: float = 0.0) -> "FramePipeline":
         """A pipeline on new UI and render threads of a top app (Android's nice values)."""
-        ui = sched.spawn(f"{app}.ui", cpus, android.ui_nice, group=app, l3=l3)
-        render = sched.spawn(f"{app}.render", cpus, android.render_nice, group=app, l3=l3)
+        # an app ActivityManager put on top: top-app group, attached to its related thread group
+        ui = sched.spawn(f"{app}.ui", cpus, android.ui_nice, group=app, l3=l3, cgroup=TOP_APP, colocated=True)
+        render = sched.spawn(f"{app}.render", cpus, android.render_nice, group=app, l3=l3, cgroup=TOP_APP,
+                             colocated=True)
         return cls(env, sched, app, ui, render, scalar_speed(spec), Vsync(spec.display_refresh_hz), recorder,
                    bytes_per_instr)
 
@@ -368,13 +370,14 @@ class App:
         self.name = name or model.name
         self.streams = app_streams(seed, self.name)
         self.load_scale = load_scale
-        cpus = tuple(cpuset if cpuset is not None else spec.cpusets["top_app"])
+        cpus = tuple(cpuset if cpuset is not None else spec.cpusets[TOP_APP])
         self.speed = scalar_speed(spec)
         l3 = memory.l3_use(spec) if memory is not None else None
         self.pipeline = FramePipeline.top_app(env, sched, spec, self.name, cpus, android, recorder, l3,
                                               model.dram_bytes_per_instr)
         self.vsync = self.pipeline.vsync
-        self.workers = [sched.spawn(f"{self.name}.worker{i}", cpus, model.worker_nice, group=self.name, l3=l3)
+        self.workers = [sched.spawn(f"{self.name}.worker{i}", cpus, model.worker_nice, group=self.name, l3=l3,
+                                    cgroup=TOP_APP, colocated=True)
                         for i in range(model.workers)]
         self._procs: list[simpy.Process] = []
         self.running = False

@@ -32,7 +32,7 @@ import simpy
 from swansim.apps.appmodels import (MINSTR, AndroidNice, AppMemory, FramePipeline, TaskSpec, exposed_misses,
                                     lognormal_factor, scalar_speed)
 from swansim.apps.ux import FRAME_COLUMNS, UxRecorder
-from swansim.hw.profile import DeviceSpec
+from swansim.hw.profile import TOP_APP, DeviceSpec
 from swansim.kernel.sched import Scheduler
 
 SCORE_SCALE = 1000.0
@@ -85,12 +85,13 @@ class WorkBench:
         self.steps = tuple(steps)
         self.recorder = recorder or UxRecorder()
         self.start_s = start_s
-        cpus = tuple(cpuset if cpuset is not None else spec.cpusets["top_app"])
+        cpus = tuple(cpuset if cpuset is not None else spec.cpusets[TOP_APP])
         self.speed = scalar_speed(spec)
         l3 = memory.l3_use(spec) if memory is not None else None
         self.pipeline = FramePipeline.top_app(env, sched, spec, self.APP, cpus, android, self.recorder, l3)
         n_workers = max((self._pool_size(s, cpus) for s in self.steps), default=0)
-        self.workers = [sched.spawn(f"{self.APP}.worker{i}", cpus, android.worker_nice, group=self.APP, l3=l3)
+        self.workers = [sched.spawn(f"{self.APP}.worker{i}", cpus, android.worker_nice, group=self.APP, l3=l3,
+                                    cgroup=TOP_APP, colocated=True)
                         for i in range(n_workers)]
         self._cpus = cpus
         self.done = env.event()

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup-s", type=float, default=None,
                    help="training alone before the benchmark or app starts (default: 30)")
     p.add_argument("--light-s", type=float, default=None, help="seconds of each light app per run; 0 skips them (default: 60)")
-    p.add_argument("--placement", default=None, help="thread placement: wakeup, eas or throughput (default: wakeup)")
+    p.add_argument("--placement", default=None, help="thread placement: auto (the phone's kernel: walt where its profile names one, else wakeup), walt, walt-nocorectl, wakeup, eas or throughput (default: auto)")
     p.add_argument("--seed", type=int, default=None, help="first seed (default: 0)")
     p.add_argument("--seeds", type=int, default=None, help="benchmark scripts per run, seeds seed..seed+N-1 (default: 1)")
     p.add_argument("--no-plots", action="store_true", help="CSV only")

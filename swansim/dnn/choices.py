@@ -84,10 +84,11 @@ def _prefixes(cpus: Iterable[int]) -> list[tuple[int, ...]]:
 def enumerate_choices(soc: SocSpec, mixed: bool = True) -> list[Choice]:
     """The paper's choice space for ``soc``, generalised, in cost order (cheapest first).
 
-    Per cluster its prefixes; on SoCs with three or more clusters the fastest one is "prime"
-    and is also combined with prefixes of the next cluster (SD865: 7, 47, 457, 4567). With
-    ``mixed``: fastest full set plus one little core, all little plus one fastest-tier core,
-    and all cores.
+    Per capacity tier its prefixes (`SocSpec.tiers`: clusters of one capacity form one tier,
+    e.g. RK3588's two A76 domains give 4, 45, 456, 4567); on SoCs with a prime core
+    (`SocSpec.prime`) that tier is "prime" and is also combined with prefixes of the tier below
+    (SD865: 7, 47, 457, 4567). With ``mixed``: fastest full set plus one little core, all little
+    plus one fastest-tier core, and all cores.
     """
     ranked = soc.ranked_clusters
     little = ranked[0]
@@ -100,21 +101,22 @@ def enumerate_choices(soc: SocSpec, mixed: bool = True) -> list[Choice]:
 
     for p in _prefixes(little.cpus):
         add(p, "little" if len(ranked) > 1 else "big")
-    has_prime = len(ranked) >= 3
-    for c in ranked[1:]:
-        kind = "prime" if has_prime and c is ranked[-1] else "big"
-        for p in _prefixes(c.cpus):
+    tiers = soc.tiers
+    has_prime = soc.prime is not None
+    for i, tier in enumerate(tiers):
+        kind = "prime" if has_prime and i == len(tiers) - 1 else "big"
+        for p in _prefixes(tier):
             add(p, kind)
     if has_prime:
-        prime, below = ranked[-1], ranked[-2]
-        for p in _prefixes(below.cpus):
-            add(prime.cpus + p, "prime")
+        prime, below = tiers[-1], tiers[-2]
+        for p in _prefixes(below):
+            add(prime + p, "prime")
     if mixed and len(ranked) > 1:
-        fast = tuple(cpu for c in ranked[1:] for cpu in c.cpus)
+        fast = tuple(cpu for tier in tiers for cpu in tier)
         if has_prime:
-            fast = ranked[-1].cpus + ranked[-2].cpus
+            fast = tiers[-1] + tiers[-2]
         add(fast + little.cpus[:1], "mixed")
-        add(little.cpus + ranked[-1].cpus[:1], "mixed")
+        add(little.cpus + tiers[-1][:1], "mixed")
         add(tuple(range(soc.n_cpus)), "mixed")
     return sorted(out.values(), key=cost_key)
 

@@ -264,7 +264,9 @@ def make_region(view: SocView, choice: Choice, layer_index: int, phase: str, op_
         pull = tuple(pull_lines * view.fam(k).line_transfer_cycles for k in range(nk))
         return Region(layer_index, phase, op_name, repeat, serial,
                       (Work(units, speed, bpu, pull if n > 1 else zero),), False)
-    fast = [speed[view.cluster_of_cpu[c]] * soc.clusters[view.cluster_of_cpu[c]].fmax_mhz for c in cpus]
+    member_speed = _shared_vector_speeds(view, op, cpus, speed, bpu_all)
+    fast = [member_speed[i][view.cluster_of_cpu[c]] * soc.clusters[view.cluster_of_cpu[c]].fmax_mhz
+            for i, c in enumerate(cpus)]
     shares = _shares(n, rng, fast, rt.partition)
     lat = rt.cross_cluster_factor if spans else 1.0
     team = []
@@ -275,8 +277,29 @@ def make_region(view: SocView, choice: Choice, layer_index: int, phase: str, op_
             instr, lines = rt.fork_per_thread_instructions, 2
         over = tuple(instr / ipc[k] + lines * lat * view.fam(k).line_latency_cycles
                      + pull_lines * share * view.fam(k).line_transfer_cycles for k in range(nk))
-        team.append(Work(units * share, speed, bpu, over))
+        team.append(Work(units * share, member_speed[i], bpu, over))
     return Region(layer_index, phase, op_name, repeat, serial, tuple(team), spans)
+
+
+def _shared_vector_speeds(view: SocView, op: OpParams, cpus: Sequence[int], speed: tuple[float, ...],
+                          bpu: float) -> list[tuple[float, ...]]:
+    """Per team member, the op's speed per cluster when cores of one complex share a vector unit
+    (Cortex-A510 merged cores, ``ClusterSpec.vector_unit_shared_by``): members computing on the
+    cores of one complex split its FLOP rate. Decided from where the choice puts its threads."""
+    out = []
+    for c in cpus:
+        k = view.cluster_of_cpu[c]
+        cl = view.soc.clusters[k]
+        if cl.vector_unit_shared_by == 1:
+            out.append(speed)
+            continue
+        sharers = len({x for x in cpus if x in cl.complex_of(c)})
+        s = list(speed)
+        s[k] = view.peak(op, k) / sharers
+        if bpu > 0:
+            s[k] = min(s[k], view.fam(k).stream_bytes_per_cycle / bpu)
+        out.append(tuple(s))
+    return out
 
 
 def layer_regions(view: SocView, layer: Layer, index: int, phase: str, choice: Choice,

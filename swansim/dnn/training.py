@@ -34,7 +34,7 @@ from swansim.dnn.choices import Choice, Plan
 from swansim.dnn.graph import Model
 from swansim.dnn.regions import Region, SocView, harmonic, phase_regions, time_region
 from swansim.dnn.runtime import Runtime
-from swansim.hw.profile import SocSpec
+from swansim.hw.profile import TOP_APP, SocSpec
 
 PlanLike = Union[Choice, Plan, Callable[[int], Union[Choice, Plan]]]
 
@@ -81,7 +81,8 @@ class TrainingJob:
                  runtime: Runtime, plan: PlanLike, mode: str = "train",
                  n_batches: int | None = None, nice: int = 0,
                  cpuset: Sequence[int] | None = None, name: str = "train",
-                 idle_floor_w: float | None = None, record_layers: bool = True):
+                 idle_floor_w: float | None = None, record_layers: bool = True,
+                 cgroup: str = TOP_APP, colocated: bool = False):
         if mode not in ("train", "infer"):
             raise ValueError(f"mode must be 'train' or 'infer', got {mode!r}")
         self.env, self.sched, self.platform = env, sched, sched.platform
@@ -90,6 +91,9 @@ class TrainingJob:
         self._plan = plan
         self.n_batches = n_batches
         self.nice, self.name = nice, name
+        # the process's Android group (schedtune attributes; Swan's python inherits top-app from
+        # Termux, runs.scenarios.TrainingBackground) and related-thread-group membership
+        self.cgroup, self.colocated = cgroup, colocated
         self.cpuset = tuple(sorted(cpuset)) if cpuset is not None else None
         self.idle_floor_w = self.platform.total_power_w if idle_floor_w is None else idle_floor_w
         self.record_layers = record_layers
@@ -199,8 +203,8 @@ class TrainingJob:
         moved = 0
         while len(self.pool) < choice.threads:
             i = len(self.pool)
-            self.pool.append(self.sched.spawn(f"{self.name}.{i}", self._affinity(choice, i),
-                                              self.nice, group=self.name))
+            self.pool.append(self.sched.spawn(f"{self.name}.{i}", self._affinity(choice, i), self.nice,
+                                              group=self.name, cgroup=self.cgroup, colocated=self.colocated))
             self._workers.append(_Worker())
             self._choice_key[i] = self._affinity(choice, i)
             moved += 1

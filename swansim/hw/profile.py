@@ -35,6 +35,14 @@ AMBIENT = "ambient"
 TRIP_TYPES = ("active", "passive", "hot", "critical")
 DEVICE_KINDS = ("phone", "tablet", "board")
 THERMAL_GOVERNORS = ("step_wise", "power_allocator")
+# Android's cpuset (and schedtune) groups as init.rc creates them, TOML-friendly spellings.
+ANDROID_GROUPS = ("top_app", "foreground", "background", "system_background", "restricted")
+TOP_APP = "top_app"   # the app on the screen (and, by inheritance at fork, Swan's Termux python)
+# Vendor kernel scheduler flavours a phone profile may name (`[kernel] flavour`): all place
+# threads with WALT task demand and EAS find_best_target (kernel.sched.WaltPlacement); they
+# differ in where a boosted task starts its search on SoCs with three or more clusters
+# (Android 4.9 start_cpu(): the biggest cluster; msm-4.14/4.19 get_start_cpu(): the middle one).
+SCHED_FLAVOURS = ("android-4.9-walt", "msm-4.14-walt", "msm-4.19-walt")
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,16 @@ class ClusterSpec:
     l2_kib_per_core: float
     # Vendor energy model (e.g. Pixel 6 "pixel-em"): busy power per CPU at each OPP, mW.
     power_table_mw: tuple[float, ...] | None = None
+    # Cores per vector unit: 2 for Cortex-A510 merged-core complexes (two cores, one shared
+    # FP/NEON unit), 1 otherwise. Complexes are consecutive cpus of the cluster; cores of one
+    # complex that compute at the same time share the unit's gemm/vector FLOP rate.
+    vector_unit_shared_by: int = 1
+
+    def complex_of(self, cpu: int) -> tuple[int, ...]:
+        """The cpus sharing ``cpu``'s vector unit (``cpu`` alone unless it is shared)."""
+        i = self.cpus.index(cpu)
+        k = self.vector_unit_shared_by
+        return self.cpus[i - i % k: i - i % k + k]
 
     @property
     def fmax_mhz(self) -> float:
@@ -161,9 +179,87 @@ class SocSpec:
 
     @property
     def prime(self) -> ClusterSpec | None:
-        """The top-capacity cluster on SoCs with three or more clusters, else None."""
+        """The prime core's cluster: on SoCs with three or more clusters, the top-capacity one if
+        its capacity stands above the next one's (SD855's cpu 7); None otherwise - RK3588's two
+        A76 domains have one capacity, and the second is not a prime core."""
         ranked = self.ranked_clusters
-        return ranked[-1] if len(ranked) >= 3 else None
+        if len(ranked) >= 3 and ranked[-1].capacity > ranked[-2].capacity:
+            return ranked[-1]
+        return None
+
+    @property
+    def tiers(self) -> tuple[tuple[int, ...], ...]:
+        """CPUs above the little cluster grouped by capacity, smallest first: clusters of equal
+        capacity (separate frequency domains of one core type) form one tier."""
+        out: list[tuple[int, ...]] = []
+        ranked = self.ranked_clusters
+        for prev, c in zip(ranked, ranked[1:]):
+            if out and c.capacity == prev.capacity:
+                out[-1] = out[-1] + c.cpus
+            else:
+                out.append(c.cpus)
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class StuneGroup:
+    """One schedtune group's attributes (kernel/sched/tune.c; defaults are the kernel's)."""
+
+    boost_pct: float = 0.0       # schedtune.boost: > 0 makes the group's tasks "boosted"
+    prefer_idle: bool = False    # schedtune.prefer_idle: latency sensitive, take idle CPUs
+    colocate: bool = False       # schedtune.colocate (QC WALT): attached tasks join the related group
+
+
+@dataclass(frozen=True)
+class CoreCtlCluster:
+    """core_ctl tunables of one cluster (kernel/sched/core_ctl.c sysfs). A cluster a profile
+    does not list keeps every cpu online (core_ctl off, or untuned: busy_up_thres 0 counts
+    every cpu as busy)."""
+
+    cluster: str
+    min_cpus: int
+    busy_up_pct: float
+    busy_down_pct: float
+    offline_delay_ms: float
+    task_thres: int | None = None            # None: UINT_MAX (never)
+    nr_prev_assist_thresh: int | None = None  # None: UINT_MAX (never)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A phone's vendor kernel scheduler and governor tunables, as its init scripts set them.
+
+    ``upmigrate_pct``/``downmigrate_pct``: WALT's sched_upmigrate/sched_downmigrate, one value
+    per boundary between capacity-ranked clusters (smallest first): a task fits a cluster when
+    its demand is below that share of the cluster's capacity (downmigrate when it comes from a
+    bigger cluster). ``schedtune``: per Android group (`ANDROID_GROUPS`); a group not listed has
+    the kernel defaults.
+    """
+
+    flavour: str
+    window_ms: float
+    hist_size: int
+    init_task_load_pct: float
+    upmigrate_pct: tuple[float, ...]
+    downmigrate_pct: tuple[float, ...]
+    group_upmigrate_pct: float
+    group_downmigrate_pct: float
+    coloc_downmigrate_ms: float
+    schedutil_up_rate_limit_us: float
+    schedutil_down_rate_limit_us: float
+    schedtune: dict[str, StuneGroup] = field(default_factory=dict)
+    core_ctl: tuple[CoreCtlCluster, ...] = ()
+
+    def stune(self, group: str) -> StuneGroup:
+        return self.schedtune.get(group, _DEFAULT_STUNE)
+
+    @property
+    def boosted_start(self) -> str:
+        """Where a boosted task starts its search: "biggest" (Android 4.9) or "middle" (msm)."""
+        return "biggest" if self.flavour.startswith("android-4.9") else "middle"
+
+
+_DEFAULT_STUNE = StuneGroup()
 
 
 @dataclass(frozen=True)
@@ -184,6 +280,12 @@ class DeviceSpec:
     thermal: ThermalSpec
     rc: RCNetwork
     path: Path
+    # The vendor kernel's scheduler (None: no `[kernel]` table; mainline-like defaults).
+    kernel: KernelSpec | None = None
+
+    def cpuset(self, group: str) -> tuple[int, ...]:
+        """The CPUs of an Android group; a group the profile does not list is the root cpuset."""
+        return self.cpusets.get(group, tuple(range(self.soc.n_cpus)))
 
     @property
     def battery_capacity_j(self) -> float | None:
@@ -312,6 +414,30 @@ class _Table:
         self._need_source(key)
         return tuple(float(x) for x in v)
 
+    def int(self, key: str, lo: int, hi: int, required: bool = True) -> "int | None":
+        """A whole number in lo..hi (a count), sourced like every figure."""
+        self.known.add(key)
+        if key not in self.data:
+            if required:
+                raise self.missing(key, "field")
+            return None
+        v = self.data[key]
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.err(key, f"expected a whole number, got {v!r}")
+        if not lo <= v <= hi:
+            raise self.err(key, f"{v} is outside {lo}..{hi}")
+        self._need_source(key)
+        return v
+
+    def flag(self, key: str, default: bool) -> bool:
+        """A sourced true/false setting (a kernel tunable), ``default`` when absent."""
+        self.known.add(key)
+        if key not in self.data:
+            return default
+        v = self.bool(key)
+        self._need_source(key)
+        return v
+
     def ints(self, key: str, lo: int = 0, hi: int = 63) -> tuple[int, ...]:
         v = self._get(key, _REQUIRED)
         if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
@@ -373,6 +499,7 @@ def _cluster(t: _Table) -> ClusterSpec:
         cluster_active_mw=t.num("cluster_active_mw", 0, 5000, "mW"),
         l2_kib_per_core=t.num("l2_kib_per_core", 16, 8192, "KiB"),
         power_table_mw=table,
+        vector_unit_shared_by=t.int("vector_unit_shared_by", 1, 4, required=False) or 1,
     )
     t.done()
     return spec
@@ -510,6 +637,61 @@ def _check_rc_partial(path: Path, rc: RCNetwork, heat_nodes: list[str]) -> None:
             raise InputError(path, "thermal_rc.capacity_j_per_k", f"missing node {n!r}")
 
 
+def _kernel(t: _Table, soc: SocSpec) -> KernelSpec:
+    """Read a device's `[kernel]` table (schema: device_profiles/README.md)."""
+    n_bounds = len(soc.clusters) - 1
+    up = t.nums("sched_upmigrate_pct", 1, 100, "%")
+    down = t.nums("sched_downmigrate_pct", 1, 100, "%")
+    for key, vals in (("sched_upmigrate_pct", up), ("sched_downmigrate_pct", down)):
+        if len(vals) != n_bounds:
+            raise t.err(key, f"expected {n_bounds} values (one per boundary between the SoC's "
+                             f"{len(soc.clusters)} capacity-ranked clusters), got {len(vals)}")
+    for i, (u, d) in enumerate(zip(up, down)):
+        if d > u:
+            raise t.err(f"sched_downmigrate_pct[{i}]", f"{d} is above sched_upmigrate_pct[{i}] ({u}): no hysteresis")
+    g_up = t.num("sched_group_upmigrate_pct", 1, 1000, "%")
+    g_down = t.num("sched_group_downmigrate_pct", 1, 1000, "%")
+    if g_down > g_up:
+        raise t.err("sched_group_downmigrate_pct", f"{g_down} is above sched_group_upmigrate_pct ({g_up})")
+    stune = {}
+    st = t.sub("schedtune", required=False, sourced=False)
+    for name in (st.data if st else {}):
+        if name not in ANDROID_GROUPS:
+            raise st.err(name, f"unknown Android group (known: {', '.join(ANDROID_GROUPS)})")
+        g = st.sub(name)
+        stune[name] = StuneGroup(boost_pct=g.num("boost_pct", -100, 100, "%") if "boost_pct" in g.data else 0.0,
+                                 prefer_idle=g.flag("prefer_idle", False), colocate=g.flag("colocate", False))
+    names = {c.name: c for c in soc.clusters}
+    ctl = []
+    cc = t.sub("core_ctl", required=False, sourced=False)
+    for name in (cc.data if cc else {}):
+        if name not in names:
+            raise cc.err(name, f"unknown cluster (the SoC's: {', '.join(names)})")
+        c = cc.sub(name)
+        n = len(names[name].cpus)
+        item = CoreCtlCluster(
+            cluster=name, min_cpus=c.int("min_cpus", 0, n),
+            busy_up_pct=c.num("busy_up_pct", 0, 100, "%"), busy_down_pct=c.num("busy_down_pct", 0, 100, "%"),
+            offline_delay_ms=c.num("offline_delay_ms", 0, 60000, "ms"),
+            task_thres=c.int("task_thres", n, 1000, required=False),
+            nr_prev_assist_thresh=c.int("nr_prev_assist_thresh", 0, 1000, required=False))
+        if item.busy_down_pct > item.busy_up_pct:
+            raise c.err("busy_down_pct", f"{item.busy_down_pct} is above busy_up_pct ({item.busy_up_pct})")
+        ctl.append(item)
+    return KernelSpec(
+        flavour=t.str("flavour", choices=SCHED_FLAVOURS),
+        window_ms=t.num("walt_window_ms", 1, 1000, "ms"),
+        hist_size=t.int("walt_hist_size", 1, 8),
+        init_task_load_pct=t.num("walt_init_task_load_pct", 0, 100, "%"),
+        upmigrate_pct=up, downmigrate_pct=down,
+        group_upmigrate_pct=g_up, group_downmigrate_pct=g_down,
+        coloc_downmigrate_ms=t.num("sched_coloc_downmigrate_ms", 0, 60000, "ms"),
+        schedutil_up_rate_limit_us=t.num("schedutil_up_rate_limit_us", 0, 1e6, "us"),
+        schedutil_down_rate_limit_us=t.num("schedutil_down_rate_limit_us", 0, 1e6, "us"),
+        schedtune=stune, core_ctl=tuple(sorted(ctl, key=lambda x: names[x.cluster].cpus[0])),
+    )
+
+
 def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None = None) -> DeviceSpec:
     """Load a device file; ``soc_override`` puts another SoC in the same chassis."""
     path = Path(path)
@@ -544,6 +726,8 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
     _check_rc(path, rc, [c.name for c in soc.clusters] + ["soc", "board", "skin"] + (["battery"] if has_battery else []))
     if thermal.sensor_node not in rc.capacity_j_per_k:
         raise InputError(path, "thermal.sensor_node", f"unknown node {thermal.sensor_node!r}")
+    kt = t.sub("kernel", required=False)
+    kernel = _kernel(kt, soc) if kt and not soc_override else None
     name, title = t.str("name"), t.str("title")
     if soc_override:
         name, title = soc.name, f"{soc.title} in a {title}"
@@ -555,7 +739,7 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
         base_power_mw=t.num("base_power_mw", 0, 20000, "mW"),
         screen_power_mw=t.num("screen_power_mw", 0, 20000, "mW"),
         ambient_c=t.num("ambient_c", -20, 60, "C"),
-        cpusets=cpusets, thermal=thermal, rc=rc, path=path,
+        cpusets=cpusets, thermal=thermal, rc=rc, path=path, kernel=kernel,
     )
     t.done()
     return spec

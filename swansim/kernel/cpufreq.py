@@ -20,13 +20,19 @@ utilisation has a closed form,
     busy: u(t) = 1 - (1 - u0) * 2^(-t/h)        idle: u(t) = u0 * 2^(-t/h),
 so the governor re-evaluates only when the scheduler's plan changes (`Scheduler.on_replan`),
 when a thermal cap changes, and at one timer armed for the moment the utilisation crosses
-the next OPP threshold (or the rate limit expires, if a change is waiting for it).
+the next OPP threshold (or the rate limit expires, if a change is waiting for it). A crossing
+with nothing else happening is seen at the next scheduler tick (a busy CPU updates its
+utilisation, and calls the governor, from scheduler_tick): the timer is put on the tick grid,
+``TICK_S``. Without it, a governor with no rate limit (Qualcomm's 0/0) and a load whose busy
+share depends on the clock (work interleaved with sleep) would flip between two OPPs every
+nanosecond.
 
 Assumptions, stated:
 - Rate limits: Android common kernels' schedutil has separate ``up_rate_limit_us`` and
-  ``down_rate_limit_us``; Pixel 3 era device init scripts write 500 us up and 20000 us down
-  (e.g. ``write .../cpufreq/schedutil/up_rate_limit_us 500``, ``down_rate_limit_us 20000``,
-  found in many SDM845 init.*.rc files). We use those for every device.
+  ``down_rate_limit_us``, set per phone by its init scripts: a phone profile's `[kernel]` table
+  carries them (`schedutil_limits`; the Pixel 3 writes 500 us up and 20000 us down, stock
+  Qualcomm kona/msmnile scripts 0 and 0). A device without a `[kernel]` table gets the Pixel 3's
+  (``UP_RATE_LIMIT_S``/``DOWN_RATE_LIMIT_S``).
 - Utilisation is *not* frequency-invariant by default: a fully busy core's util tends to 1
   whatever its frequency, as in the formula above. Mainline PELT scales running time by
   f_cur/f_max (frequency invariance), which makes the climb from a low OPP go in ~1.25x steps;
@@ -45,12 +51,17 @@ from swansim.kernel.sched import PELT_HALF_LIFE_S, Scheduler
 
 # kernel/sched/cpufreq_schedutil.c: next_freq = 1.25 * max_freq * util / max (25% headroom).
 SCHEDUTIL_HEADROOM = 1.25
-# Android schedutil up/down rate limits as set by Pixel 3 era init scripts (see module doc).
+# Android schedutil up/down rate limits for a device whose profile names none: the Pixel 3's
+# (LineageOS/android_device_google_crosshatch init.hardware.rc: up_rate_limit_us 500,
+# down_rate_limit_us 20000 on both policies).
 UP_RATE_LIMIT_S = 0.0005
 DOWN_RATE_LIMIT_S = 0.020
 # A crossing timer lands this much after the computed instant, so the crossing surely happened
 # despite rounding (the utilisation moves ~1e-8 in that time, far above float error).
 _CROSS_EPS_S = 1e-9
+# The scheduler tick: CONFIG_HZ_300 (GrapheneOS-Archive/kernel_google_crosshatch
+# crosshatch_defconfig); assumption: the same HZ on every device.
+TICK_S = 1.0 / 300.0
 _EPS = 1e-12
 
 
@@ -271,7 +282,11 @@ class Schedutil(Governor):
                 best = min(best, h * math.log2((g - u) / (g - upper)))
             elif lower is not None and g < lower - _EPS and u > lower:
                 best = min(best, h * math.log2((u - g) / (lower - g)))
-        return best + _CROSS_EPS_S
+        if best == math.inf:
+            return best
+        now = self.env.now
+        at = math.ceil((now + best + _CROSS_EPS_S) / TICK_S) * TICK_S   # the tick that sees it
+        return max(at - now, _CROSS_EPS_S)
 
     def _arm(self, dt_s: float) -> None:
         """Make sure a timer fires at ``now + dt_s`` at the latest. One timer is pending at a
@@ -293,8 +308,20 @@ class Schedutil(Governor):
 GOVERNORS = {"schedutil": Schedutil, "performance": Performance, "powersave": Powersave, "userspace": Userspace}
 
 
-def make_governor(name: str, **kwargs) -> Governor:
-    """A governor by its sysfs name (scaling_governor)."""
+def schedutil_limits(kernel) -> dict[str, float]:
+    """schedutil's rate limits from a phone's `[kernel]` table (hw.profile.KernelSpec; None:
+    the defaults), as `Schedutil` keyword arguments."""
+    if kernel is None:
+        return {"up_rate_limit_s": UP_RATE_LIMIT_S, "down_rate_limit_s": DOWN_RATE_LIMIT_S}
+    return {"up_rate_limit_s": kernel.schedutil_up_rate_limit_us * 1e-6,
+            "down_rate_limit_s": kernel.schedutil_down_rate_limit_us * 1e-6}
+
+
+def make_governor(name: str, kernel=None, **kwargs) -> Governor:
+    """A governor by its sysfs name (scaling_governor); schedutil takes its rate limits from
+    ``kernel`` (a phone's hw.profile.KernelSpec) unless given."""
     if name not in GOVERNORS:
         raise ValueError(f"unknown cpufreq governor {name!r} (known: {', '.join(GOVERNORS)})")
+    if name == "schedutil":
+        kwargs = {**schedutil_limits(kernel), **kwargs}
     return GOVERNORS[name](**kwargs)

@@ -1,7 +1,10 @@
 """Landscapes: latency, energy and power of every execution choice for one model on one device.
 
-One row per execution choice (the paper's prefix choices per cluster, then mixed big+little
-sets flagged ``kind=mixed``, then PyTorch's default, the baseline). Each row is the batch
+One row per execution choice (the paper's prefix choices per capacity tier, then mixed
+big+little sets flagged ``kind=mixed``, then PyTorch's default, the baseline). ``kind`` says what
+the cores are (`dnn.choices.enumerate_choices`: little, big, prime - a prime core is one whose
+capacity stands above the rest, not merely a separate frequency domain - mixed, default);
+``clusters`` names the profile's clusters the choice uses. Each row is the batch
 model's `simulate_batch` - the full device simulation (fluid scheduler, the cpufreq governor,
 schedutil by default) of a cool phone, warm-up batches, then the mean of the measured ones:
 the very numbers the calibration fits. Choices are independent runs and go over a process
@@ -10,7 +13,11 @@ pool (``jobs``); the numbers do not depend on it.
 Energy is the training's share, like the paper's background-subtracted battery drain: the
 platform's energy over a batch minus the idle floor (the device's power with no runnable
 thread, screen off) times the batch latency. ``speedup`` and ``energy_vs_baseline`` are
-relative to the ``default`` row (PyTorch's default).
+relative to the ``default`` row, PyTorch's default (as many threads as big cores, no
+affinity, placed by the phone's kernel), named in every row's ``baseline`` column:
+``speedup`` = default latency / the row's latency (above 1: faster than the default),
+``energy_vs_baseline`` = the row's energy / the default's (below 1: less energy). The training
+process sits in Android group ``group`` (default top-app, see runs.scenarios.TrainingBackground).
 """
 from __future__ import annotations
 
@@ -26,13 +33,13 @@ from swansim.dnn.models import MODELS
 from swansim.dnn.runtime import RUNTIME_DIR, load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.errors import InputError
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import ANDROID_GROUPS, TOP_APP, Catalogue
 from swansim.kernel.cpufreq import GOVERNORS
 from swansim.results import write_manifest
 from swansim.runs.pool import check_jobs, run_all
 
 COLUMNS = ["choice", "kind", "cores", "threads", "clusters", "latency_s", "energy_j", "power_w", "speedup",
-           "energy_vs_baseline"]
+           "energy_vs_baseline", "baseline"]
 # Bounds on what one landscape may ask for, so a typo cannot start a run of hours. The last
 # one bounds every combination: one batch on one little core (a choice every landscape has)
 # at that core's peak dense rate - a lower bound on its latency - must take at most a minute.
@@ -71,6 +78,7 @@ class LandscapeConfig:
     warmup: int = 1                   # warm-up batches per choice
     mixed: bool = True                # include mixed big+little choices
     governor: str = "schedutil"       # every cluster's cpufreq governor
+    group: str = TOP_APP              # the training process's Android group
 
     def check(self, cat: Catalogue) -> tuple:
         """Every field, before any work; returns the graph's key (model, batch, shape, classes, mode)."""
@@ -80,6 +88,7 @@ class LandscapeConfig:
         load_runtime(self.runtime)
         checks.one_of(self.mode, "--mode", ("train", "infer"), "mode")
         checks.one_of(self.governor, "--governor", sorted(GOVERNORS), "governor")
+        checks.one_of(self.group, "--group", ANDROID_GROUPS, "Android group")
         batch = None if self.batch is None else checks.integer(self.batch, "--batch", 1, MAX_BATCH)
         classes = None if self.classes is None else checks.integer(self.classes, "--classes", 1, MAX_CLASSES)
         shape = None if self.input_shape is None else parse_input(self.input_shape)
@@ -122,10 +131,10 @@ def landscape_frame(device: str = "pixel3", model: str = "resnet34", runtime: st
                     mode: str = "train", batch: int | None = None, classes: int | None = None,
                     input_shape: str | None = None, batches: int = 2, warmup: int = 1,
                     mixed: bool = True, jobs: int | None = 1, progress: bool = False,
-                    governor: str = "schedutil"):
+                    governor: str = "schedutil", group: str = TOP_APP):
     """The landscape as a tidy frame (one row per choice, cost order, baseline last)."""
     cfg = LandscapeConfig(device, model, runtime, mode, batch, classes, input_shape, batches, warmup, mixed,
-                          governor)
+                          governor, group)
     return run_landscape(cfg, None, jobs, progress)
 
 
@@ -141,7 +150,8 @@ def run_landscape(cfg: LandscapeConfig, out: Path | str | None = None, jobs: int
     soc = _catalogue().device(cfg.device).soc
     choices = enumerate_choices(soc, mixed=cfg.mixed) + [pytorch_default(soc)]
     args = [(BatchKey(cfg.device, model, c, runtime=cfg.runtime, governor=cfg.governor, mode=mode, batch=batch,
-                      input_shape=shape, num_classes=classes, batches=cfg.batches, warmup=cfg.warmup),)
+                      input_shape=shape, num_classes=classes, batches=cfg.batches, warmup=cfg.warmup,
+                      group=cfg.group),)
             for c in choices]
     rows = run_all(_row, args, jobs, desc=f"landscape {cfg.device} {model}", progress=progress,
                    labels=[c.label for c in choices])
@@ -149,6 +159,7 @@ def run_landscape(cfg: LandscapeConfig, out: Path | str | None = None, jobs: int
     base = df[df["kind"] == "default"].iloc[0]
     df["speedup"] = base["latency_s"] / df["latency_s"]
     df["energy_vs_baseline"] = df["energy_j"] / base["energy_j"]
+    df["baseline"] = base["choice"]
     df = df[COLUMNS]
     if path is not None:
         df.to_csv(path, index=False)

@@ -31,7 +31,7 @@ from swansim.apps.workbench import score_drop_pct
 from swansim.device import DeviceConfig
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import Catalogue
-from swansim.kernel.sched import PLACEMENTS
+from swansim.kernel.sched import AUTO, PLACEMENTS
 from swansim.results import write_manifest
 from swansim.runs.pool import check_jobs, run_all
 from swansim.runs.scenarios import (PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, app_jank,
@@ -52,7 +52,7 @@ class UxConfig:
     passes: int = 1
     warmup_s: float = WARMUP_S
     light_s: float = 60.0
-    placement: str = "wakeup"
+    placement: str = AUTO
     seed: int = 0
     seeds: int = 1
 
@@ -65,7 +65,7 @@ class UxConfig:
         checks.seed(self.seed)
         checks.number(self.warmup_s, "--warmup-s", 0.0, 3600.0, "of seconds")
         checks.number(self.light_s, "--light-s", 0.0, 3600.0, "of seconds")
-        checks.one_of(self.placement, "--placement", PLACEMENTS, "placement")
+        checks.one_of(self.placement, "--placement", (AUTO, *PLACEMENTS), "placement")
 
 
 def phones_and_tablets(cat: Catalogue) -> tuple[str, ...]:
