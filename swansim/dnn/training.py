@@ -53,6 +53,11 @@ class _Worker:
 class TrainingJob:
     """A SimPy process training (or running inference with) ``model`` on a plan."""
 
+    # Optional hooks, set from outside: ``gate()`` before each batch returns None to go on, or
+    # an event to wait for before asking again; ``on_batch(row, layer_rows)`` after each batch.
+    gate: Callable[[], simpy.Event | None] | None = None
+    on_batch: Callable[[tuple, list], None] | None = None
+
     def __init__(self, env: simpy.Environment, sched, soc: SocSpec, model: Model,
                  runtime: Runtime, plan: PlanLike, mode: str = "train",
                  n_batches: int | None = None, nice: int = 0,
@@ -100,9 +105,13 @@ class TrainingJob:
 
     def _run(self):
         while not self.stopped and (self.n_batches is None or self.batch_index < self.n_batches):
+            wait = self.gate() if self.gate is not None else None
+            if wait is not None:
+                yield wait
+                continue
             plan = self.plan_for(self.batch_index)
             self.sched.sync()
-            t0, e0, mig0 = self.env.now, self.platform.total_energy_j, self.migrations
+            t0, e0, mig0, n0 = self.env.now, self.platform.total_energy_j, self.migrations, len(self.layer_rows)
             for choice, regions, layer, phase in self._batch_steps(plan):
                 yield from self._apply(choice)
                 start = self.env.now
@@ -117,6 +126,8 @@ class TrainingJob:
             energy = self.platform.total_energy_j - e0
             self.batch_rows.append((self.batch_index, plan.label, t0, lat, energy,
                                     energy - self.idle_floor_w * lat, self.migrations - mig0))
+            if self.on_batch is not None:
+                self.on_batch(self.batch_rows[-1], self.layer_rows[n0:])
             self.batch_index += 1
         for th in self.pool:
             self.sched.stop(th)
