@@ -37,12 +37,11 @@ class PolicyDriver:
 
     def __init__(self, dev: Device, policy: Policy, model: str, runtime: str = "pytorch",
                  foreground: Callable[[], bool] = lambda: False, request_batches: int = REQUEST_BATCHES,
-                 request_gap_s: float = 0.0, keep_threads: bool = False):
+                 request_gap_s: float = 0.0):
         soc = dev.spec.soc
         self.dev, self.env, self.policy = dev, dev.env, policy
         self.foreground = foreground
         self.request_batches, self.request_gap_s = request_batches, request_gap_s
-        self.keep_threads = keep_threads
         graph = build_task(model)
         self.info = ModelInfo(model, tuple(l.name for l in graph.layers), tuple(l.op for l in graph.layers))
         self.choices = tuple(enumerate_choices(soc, mixed=True))
@@ -58,7 +57,6 @@ class PolicyDriver:
         self._history = History(self.stats)
         self.batch_rows: list[dict] = []
         self.layer_rows: list[tuple] = []
-        self.thread_rows: list[tuple] = []
         self.request, self.in_request = 0, 0
         self._gap_due = False
         self._admitted = True
@@ -114,9 +112,7 @@ class PolicyDriver:
             c = plan.fwd[layer] if phase == "fwd" else plan.update if phase == "update" else plan.bwd[layer]
             layers.append(LayerStat(layer, phase, c, start, end))
             self.layer_rows.append((batch, layer, name, op, phase, choice, start, end))
-        self.job.layer_rows.clear()    # kept here; the job's copy would only grow
-        if self.keep_threads:
-            self.thread_rows += self.job.thread_rows
+        self.job.layer_rows.clear()    # kept here; the job's copies would only grow
         self.job.thread_rows.clear()
         stats = BatchStats(batch, self.request, self.in_request, plan, t0, lat, net, tuple(layers), state, quiet)
         self.stats.append(stats)

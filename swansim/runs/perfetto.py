@@ -2,8 +2,9 @@
 
 Tracks:
 - one process per CPU ("cpu4 (big)"), with a thread track per software thread that ran there:
-  the training team's threads (slices = layer phases, from fork to finish) and the owner's app
-  threads (slices = when they had work on that cpu);
+  the training team's threads (slices named by the layer phase the job was in, or "spin" while
+  a thread busy-waits at an OpenMP barrier) and the owner's app threads (slices = when they had
+  work on that cpu);
 - "training": the batches (named by plan), the layer phases as the master ran them, and the
   policy's decisions as instant events;
 - "frames": per app, the UI-thread and RenderThread part of every frame (janky ones say so);
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 _US = 1e6
@@ -72,19 +74,20 @@ def trace_events(result) -> list[dict]:
             ev.extend(_meta(PID_CPU0 + cpu, thread, tids[key]))
         return tids[key]
 
-    th = result.threads
-    if th is not None and len(th):
-        names = dict(zip(result.layers["layer"], result.layers["name"]))
-        g = th.groupby(["batch", "layer", "phase", "thread", "cpu"], sort=False)
-        spans = g.agg(start_s=("fork_s", "min"), end_s=("finish_s", "max")).reset_index()
-        for r in spans.sort_values("start_s").itertuples():
-            ev.append(_slice(PID_CPU0 + int(r.cpu), tid_of(int(r.cpu), f"train.{int(r.thread)}"),
-                             f"{names.get(r.layer, r.layer)} {r.phase}", r.start_s, r.end_s, batch=int(r.batch)))
     cs = result.cpu_slices
-    if cs is not None:
-        for r in cs.sort_values("start_s").itertuples():
-            ev.append(_slice(PID_CPU0 + int(r.cpu), tid_of(int(r.cpu), r.thread), r.thread, r.start_s, r.end_s,
-                             app=r.group))
+    if cs is not None and len(cs):
+        cs = cs.sort_values("start_s")
+        lay = result.layers.sort_values("start_s")
+        starts = lay["start_s"].to_numpy()
+        phase = (lay["name"] + " " + lay["phase"]).to_numpy()
+        at = np.clip(np.searchsorted(starts, cs["start_s"].to_numpy(), side="right") - 1, 0, None)
+        for k, r in enumerate(cs.itertuples()):
+            if r.group == "train":
+                name = "spin" if r.spinning else (phase[at[k]] if len(phase) else r.thread)
+            else:
+                name = r.thread
+            ev.append(_slice(PID_CPU0 + int(r.cpu), tid_of(int(r.cpu), r.thread), name, r.start_s, r.end_s,
+                             group=r.group))
 
     apps = {a: i for i, a in enumerate(dict.fromkeys(result.frames["app"]))} if len(result.frames) else {}
     for app, i in apps.items():
@@ -110,7 +113,7 @@ def trace_events(result) -> list[dict]:
 
 def write_perfetto(result, path: Path | str) -> Path:
     """Write the trace JSON of ``result`` (a run recorded with ``trace_detail=True``)."""
-    if result.threads is None:
+    if result.cpu_slices is None:
         raise ValueError("the run was recorded without trace_detail")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -71,32 +71,31 @@ class FrequencyLog:
 
 
 class CpuOccupancy:
-    """A scheduler probe: when each non-training thread ran on which cpu (for the trace viewer)."""
+    """A scheduler probe: when each thread held which cpu - working, or spinning at a barrier."""
 
-    def __init__(self, dev: Device, skip_group: str = "train"):
-        self.sched, self.env, self.skip = dev.sched, dev.env, skip_group
-        self._open: dict[int, tuple[int, float]] = {}
-        self.rows: list[tuple] = []    # (cpu, thread name, group, start_s, end_s)
+    def __init__(self, dev: Device):
+        self.sched, self.env = dev.sched, dev.env
+        self._open: dict[int, tuple[int, bool, float]] = {}
+        self.rows: list[tuple] = []    # (cpu, thread name, group, spinning, start_s, end_s)
         dev.sched.on_replan.append(self)
 
     def __call__(self) -> None:
         now = self.env.now
-        cur = {t.tid: t.cpu for t in self.sched.threads
-               if t.done is not None and t.group != self.skip and t.cpu is not None}
-        for tid, (cpu, start) in list(self._open.items()):
-            if cur.get(tid) != cpu:
-                if now > start:
-                    t = self.sched.threads[tid]
-                    self.rows.append((cpu, t.name, t.group, start, now))
+        cur = {t.tid: (t.cpu, t.spinning) for t in self.sched.threads if t.runnable and t.cpu is not None}
+        for tid, (cpu, spin, start) in list(self._open.items()):
+            if cur.get(tid) != (cpu, spin):
+                self._close(tid, cpu, spin, start, now)
                 del self._open[tid]
-        for tid, cpu in cur.items():
+        for tid, (cpu, spin) in cur.items():
             if tid not in self._open:
-                self._open[tid] = (cpu, now)
+                self._open[tid] = (cpu, spin, now)
+
+    def _close(self, tid: int, cpu: int, spin: bool, start: float, now: float) -> None:
+        if now > start:
+            t = self.sched.threads[tid]
+            self.rows.append((cpu, t.name, t.group, spin, start, now))
 
     def close(self) -> None:
-        now = self.env.now
-        for tid, (cpu, start) in self._open.items():
-            if now > start:
-                t = self.sched.threads[tid]
-                self.rows.append((cpu, t.name, t.group, start, now))
+        for tid, (cpu, spin, start) in self._open.items():
+            self._close(tid, cpu, spin, start, self.env.now)
         self._open.clear()

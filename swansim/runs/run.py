@@ -123,8 +123,7 @@ class RunResult:
     thermal: pd.DataFrame
     frequency: pd.DataFrame
     policy: Policy | None = None
-    threads: pd.DataFrame | None = None    # per region per training thread (with ``trace_detail``)
-    cpu_slices: pd.DataFrame | None = None  # the owner's threads on cpus (with ``trace_detail``)
+    cpu_slices: pd.DataFrame | None = None  # which thread held which cpu when (with ``trace_detail``)
     spec: DeviceSpec | None = field(default=None, repr=False)
 
     TABLES = ("batches", "layers", "decisions", "frames", "power", "thermal", "frequency")
@@ -167,7 +166,7 @@ class _Phone:
         self._bench_on = False
         if policy is not None:
             self.driver = PolicyDriver(dev, policy, cfg.model, cfg.runtime, self.foreground, cfg.request_batches,
-                                       cfg.request_gap_s, keep_threads=trace_detail)
+                                       cfg.request_gap_s)
         table = load_app_table()
         if usage.sessions:
             self.player = TracePlayer(dev.env, dev.sched, dev.spec, usage.sessions, dev.rng, table=table,
@@ -257,9 +256,8 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
                        pd.DataFrame(sampler.thermal_rows),
                        pd.DataFrame(freq.rows, columns=["time_s", "cluster", "freq_mhz"]), policy, spec=spec)
     if trace_detail:
-        result.threads = pd.DataFrame(driver.thread_rows, columns=["batch", "layer", "phase", "op", "thread", "cpu",
-                                                                   "fork_s", "finish_s", "units"])
-        result.cpu_slices = pd.DataFrame(occupancy.rows, columns=["cpu", "thread", "group", "start_s", "end_s"])
+        result.cpu_slices = pd.DataFrame(occupancy.rows, columns=["cpu", "thread", "group", "spinning", "start_s",
+                                                                  "end_s"])
     result.summary = summarise(cfg, usage, result, end_s, dev.platform.total_energy_j,
                                background.dev.platform.total_energy_j if background else None)
     if phone.bench is not None and background is not None:
