@@ -4,9 +4,9 @@ question), for the paper's five phones x three tasks, on an idle phone at steady
 Each policy trains on an idle, discharging phone (no owner). Swan explores one choice per
 training request; requests of 3 batches here (2 to explore, 1 to train) let exploration
 finish in a bounded run - the steady state does not depend on the request length. The
-figures are the mean latency and energy per batch after the last exploration batch
-(``steady_*``); pytorch-default's are its batches after the first. Energy is the training's
-share (above the idle phone's power), as the paper's background-subtracted drain.
+figures are the mean latency and energy per batch of the run's settled end (``steady_*``: the
+trailing batches on the final plan, without the first of them). Energy is the training's share
+(above the idle phone's power), as the paper's background-subtracted drain.
 
 Also writes swan-layer's per-layer plans (plans.csv: per layer and pass, the chosen choice
 and the latency the policy measured on every choice it explored) - the explanation of the
@@ -58,11 +58,7 @@ def one(device: str, model: str, policy: str) -> tuple[dict, list[dict]]:
 
     duration = BASELINE_S[model] if policy == "pytorch-default" else EXPLORE_S[model]
     r = swansim.run(device, model, policy, duration_s=duration, request_batches=REQUEST_BATCHES)
-    s = r.summary
-    if policy == "pytorch-default":   # its first batch starts cold
-        b = r.batches.iloc[1:]
-        s = {**s, "steady_latency_s": b["latency_s"].mean(), "steady_energy_j": b["energy_j"].mean(),
-             "steady_batches": len(b)}
+    s = dict(r.summary)
     n_choices = len(enumerate_choices(r.spec.soc, mixed=False))
     s["explored_all"] = policy == "pytorch-default" or s["explore_batches"] >= 2 * n_choices
     plans = plan_rows(r.policy, device, model, build_task(model)) if policy == "swan-layer" else []

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     owner.add_argument("--synthetic", action="store_true", help="a synthetic owner drawn from --seed")
     p.add_argument("--user", default=None, help="the trace's user (default: its first)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--duration", type=float, default=300.0, help="simulated seconds per run (default: %(default)s)")
+    p.add_argument("--duration", type=float, default=120.0, help="simulated seconds per run (default: %(default)s)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=V1,V2",
                    help="sweep a profile figure by dotted path, e.g. ambient_c=25,35 (repeatable)")
     p.add_argument("--no-ux", action="store_true", help="skip the Work-like benchmark runs (ux_score_change_pct empty)")

@@ -39,7 +39,7 @@ class CompareConfig:
     user: str | None = None
     synthetic: bool = False
     seed: int = 0
-    duration_s: float = 300.0
+    duration_s: float = 120.0
     sets: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (dotted path, values)
     ux: bool = True
     request_batches: int = REQUEST_BATCHES
@@ -121,7 +121,7 @@ def compare_frame(cfg: CompareConfig, out: Path | str | None = None, jobs: int |
 
 
 def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorch-default"), trace=None,
-            synthetic=False, duration_s=300.0, sets=None, jobs=None, out=None, **kwargs) -> pd.DataFrame:
+            synthetic=False, duration_s=120.0, sets=None, jobs=None, out=None, **kwargs) -> pd.DataFrame:
     """The public API: ``sets`` maps a dotted profile path to the values to sweep."""
     sets = tuple((k, tuple(str(v) for v in vs)) for k, vs in (sets or {}).items())
     cfg = CompareConfig(devices=tuple(devices), models=tuple(models), policies=tuple(policies), trace=trace,

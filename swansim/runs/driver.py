@@ -57,9 +57,9 @@ class PolicyDriver:
         self._history = History(self.stats)
         self.batch_rows: list[dict] = []
         self.layer_rows: list[tuple] = []
+        self.plan_ids: dict[Plan, int] = {}     # every distinct plan run, numbered as first seen
         self.request, self.in_request = 0, 0
         self._gap_due = False
-        self._admitted = True
         self.changes = 0
         self._changed = self.env.event()
         self._start: tuple[PhoneState, int, Plan] | None = None
@@ -88,8 +88,7 @@ class PolicyDriver:
         if self._gap_due:
             self._gap_due = False
             return self.env.timeout(self.request_gap_s)
-        self._admitted = self.policy.admit(self.state())
-        if self._admitted:
+        if self.policy.admit(self.state()):
             return None
         if self.in_request:    # a declined request is dropped; training resumes with a new one
             self.request, self.in_request = self.request + 1, 0
@@ -118,7 +117,8 @@ class PolicyDriver:
         self.stats.append(stats)
         self.batch_rows.append({
             "batch": batch, "request": self.request, "batch_in_request": self.in_request,
-            "purpose": self.policy.purpose, "plan": label, "start_s": t0, "latency_s": lat,
+            "purpose": self.policy.purpose, "plan": label, "plan_id": self.plan_ids.setdefault(plan, len(self.plan_ids)),
+            "start_s": t0, "latency_s": lat,
             "energy_j": net, "gross_energy_j": energy, "migrations": migrations, "quiet": quiet,
             "screen_on": state.screen_on, "foreground_app": state.foreground_app, "charging": state.charging,
             "battery_pct": state.battery_pct, "battery_temp_c": state.battery_temp_c})
@@ -127,6 +127,3 @@ class PolicyDriver:
         if self.in_request >= self.request_batches:
             self.request, self.in_request = self.request + 1, 0
             self._gap_due = self.request_gap_s > 0
-
-    def stop(self) -> None:
-        self.job.stop()

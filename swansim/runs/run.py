@@ -95,7 +95,7 @@ class RunConfig:
             raise InputError("--start", "start_s", "a start time needs --trace or --synthetic")
         if self.start_s is not None and not (math.isfinite(self.start_s) and self.start_s >= 0):
             raise InputError("--start", "start_s", f"must be a non-negative number of seconds, got {self.start_s!r}")
-        if self.policy_args:
+        if self.policy_args and not policy_class(self.policy).needs_oracle:
             make_policy(self.policy, **dict(self.policy_args))   # bad parameters fail here
         return apply_overrides(spec, self.overrides)
 
@@ -266,18 +266,26 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
     return result
 
 
-_BATCH_COLUMNS = ["batch", "request", "batch_in_request", "purpose", "plan", "start_s", "latency_s", "energy_j",
-                  "gross_energy_j", "migrations", "quiet", "screen_on", "foreground_app", "charging",
+_BATCH_COLUMNS = ["batch", "request", "batch_in_request", "purpose", "plan", "plan_id", "start_s", "latency_s",
+                  "energy_j", "gross_energy_j", "migrations", "quiet", "screen_on", "foreground_app", "charging",
                   "battery_pct", "battery_temp_c"]
+
+
+def steady_batches(b: pd.DataFrame) -> pd.DataFrame:
+    """The run's settled end: the trailing batches on its final plan (training, phone quiet),
+    without the first of them (it pays the switch to the plan, or the cold start)."""
+    if not len(b):
+        return b
+    same = (b["plan_id"] == b["plan_id"].iloc[-1]) & (b["purpose"] == "train") & b["quiet"]
+    tail = len(b) - (len(b) if same.all() else int(same[::-1].to_numpy().argmin()))
+    return b.iloc[tail + 1:] if same.iloc[-1] else b.iloc[:0]
 
 
 def summarise(cfg: RunConfig, usage: Usage, r: RunResult, end_s: float, total_j: float,
               background_j: float | None) -> dict:
     b = r.batches
     n = len(b)
-    train = b[b["purpose"] == "train"]
-    last_explore = b.loc[b["purpose"] == "explore", "batch"].max() if (b["purpose"] == "explore").any() else -1
-    steady = train[(train["batch"] > last_explore) & train["quiet"]]
+    steady = steady_batches(b)
     return {
         "device": cfg.device, "model": cfg.model, "policy": cfg.policy,
         "batches": n,
