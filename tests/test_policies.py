@@ -95,8 +95,9 @@ def test_swan_explores_one_choice_per_request_costliest_first_on_real_batches():
     assert w.policy.profiles[BY["4"]].latency_s == pytest.approx(RESNET["4"])
 
 
-def test_swan_selects_the_fastest_explored_and_prunes_dominated_choices():
-    w = explored_swan()
+@pytest.mark.parametrize("costliest_first", [True, False])
+def test_swan_selects_the_fastest_explored_and_prunes_dominated_choices(costliest_first):
+    w = explored_swan(costliest_first=costliest_first)
     assert w.plans[-1][0].label == "4567"
     # 456 is slower and costs more energy than 45, and 45 costs more than 4 while being faster:
     # the ladder keeps the little chain (each faster), 4, 45 and 4567; 456 is pruned

@@ -138,6 +138,7 @@ class Swan(Policy):
         self.params = params or SwanParams(**overrides)
         self.profiles: dict[Choice, Profile] = {}
         self.ladder: list[Choice] = []
+        self.pruned: set[Choice] = set()
         self.rung = -1
         self._space: tuple[Choice, ...] = ()
         self._n_layers = 0
@@ -264,11 +265,11 @@ class Swan(Policy):
         was_top = self.rung == len(self.ladder) - 1
         current = self.ladder[self.rung] if self.ladder else None
         before = self.rung_plan(self.rung)
-        old_pruned = set(self.profiles) - set(self.ladder)
         self.ladder, pruned = ladder_of(self.profiles, self._space)
         self.on_ladder_changed()
         for c in pruned:
-            if c not in old_pruned:
+            if c not in self.pruned:
+                self.pruned.add(c)
                 self.decide(t, b, "prune", c.label, "a cheaper choice is as fast and as energy-efficient")
         if was_top or current is None:
             self.rung = len(self.ladder) - 1
