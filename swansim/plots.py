@@ -194,7 +194,6 @@ def policy_gains(df: pd.DataFrame, path: Path, policies: Sequence[str] = ("swan"
             ax.bar(pos, sub[col], width, label=pol)
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_ylabel(label)
-        ax.set_yscale("log")
         ax.legend(fontsize=7)
     axes[-1].set_xticks(range(len(xs)), xs, fontsize=7)
     axes[0].set_title(title or "over pytorch-default, per batch at steady state on an idle phone")
