@@ -136,3 +136,22 @@ def test_compare_rows_and_columns(tmp_path):
     assert list(df["policy"]) == ["swan", "pytorch-default"] and (df["batches"] >= 2).all()
     on_disk = (tmp_path / "compare.csv").read_text().splitlines()
     assert len(on_disk) == 3 and (tmp_path / "manifest.json").exists()
+
+
+def test_an_interrupted_compare_keeps_its_finished_rows(tmp_path, monkeypatch):
+    from swansim.runs import compare as C
+
+    calls = []
+
+    def fake_row(cfg, rc, oracle):
+        calls.append(rc.policy)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return {"device": rc.device, "model": rc.model, "policy": rc.policy, "latency_s": 1.0}
+
+    monkeypatch.setattr(C, "_row", fake_row)
+    cfg = C.CompareConfig(models=(MODEL,), policies=("swan", "pytorch-default", "eas"), ux=False)
+    with pytest.raises(KeyboardInterrupt):
+        C.compare_frame(cfg, tmp_path, jobs=1)
+    kept = (tmp_path / "compare.csv").read_text().splitlines()
+    assert len(kept) == 2 and kept[1].startswith("pixel3,alexnet,swan,")
