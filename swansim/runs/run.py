@@ -231,6 +231,7 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
         if policy_class(cfg.policy).needs_oracle:
             kwargs["latency_by_choice"] = oracle or true_latencies(cfg.device, cfg.model, cfg.runtime, cfg.overrides)
         policy = make_policy(cfg.policy, **kwargs)
+    first_decision = len(policy.decisions)    # a policy carried over from an earlier run keeps its log
     phone = _Phone(cfg, spec, usage, policy, trace_detail)
     dev, driver = phone.dev, phone.driver
     sampler = Sampler(dev, cfg.sample_s)
@@ -250,7 +251,7 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
     layers = pd.DataFrame(driver.layer_rows, columns=["batch", "layer", "name", "op", "phase", "choice",
                                                       "start_s", "end_s"])
     layers["latency_s"] = layers["end_s"] - layers["start_s"]
-    decisions = pd.DataFrame([asdict(d) for d in policy.decisions],
+    decisions = pd.DataFrame([asdict(d) for d in policy.decisions[first_decision:]],
                              columns=["time_s", "batch", "kind", "plan", "detail"])
     result = RunResult(cfg, {}, batches, layers, decisions, phone.rec.frames(), pd.DataFrame(sampler.power_rows),
                        pd.DataFrame(sampler.thermal_rows),
