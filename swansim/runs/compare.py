@@ -23,7 +23,9 @@ import pandas as pd
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
 from swansim.runs.pool import check_jobs, run_all
-from swansim.runs.run import REQUEST_BATCHES, RunConfig, measure_choice, oracle_tasks, run_policy, usage_of
+from swansim.runs.driver import REQUEST_BATCHES
+from swansim.runs.run import RunConfig, measure_choice, oracle_tasks, run_policy
+from swansim.runs.usage import usage_of
 from swansim.runs.scenarios import WARMUP_S
 
 METRICS = ["latency_s", "energy_j", "ux_score_change_pct", "jank_pct", "batches", "explore_batches",
