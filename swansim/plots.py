@@ -219,28 +219,34 @@ def policy_ux(df: pd.DataFrame, path: Path) -> Path:
 
 def adaptation_timeline(batches: pd.DataFrame, decisions: pd.DataFrame, path: Path,
                         sessions: Sequence[tuple[float, float, str]] = (), title: str = "") -> Path:
-    """Batch latency over time coloured by plan, the owner's sessions shaded, the policy's
-    steps marked."""
+    """Batch latency over time, one colour per plan (crosses: exploration batches), the owner's
+    sessions shaded, the policy's steps marked. Plan labels are strings ("0123")."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(10, 4))
+    from matplotlib.ticker import FuncFormatter
+
+    fig, ax = plt.subplots(figsize=(11, 4))
     for start, end, name in sessions:
         ax.axvspan(start, end, color="orange", alpha=0.2, lw=0)
         ax.text(start, 1.0, f" {name}", transform=ax.get_xaxis_transform(), va="top", fontsize=8)
-    for plan, g in batches.groupby("plan", sort=False):
-        mark = ["x" if p == "explore" else "o" for p in g["purpose"]]
-        for m in set(mark):
-            sel = [x == m for x in mark]
-            ax.scatter(g["start_s"][sel], g["latency_s"][sel], s=10, marker=m,
-                       label=f"{plan}{' (exploring)' if m == 'x' else ''}")
+    colours = plt.get_cmap("tab10")
+    for k, (plan, g) in enumerate(batches.groupby("plan", sort=False)):
+        explore = (g["purpose"] == "explore").to_numpy()
+        for sel, marker, note in ((~explore, "o", ""), (explore, "x", " (exploring)")):
+            if sel.any():
+                ax.scatter(g["start_s"][sel], g["latency_s"][sel], s=10, marker=marker, color=colours(k % 10),
+                           label=f"{plan}{note}")
     styles = {"step_down": ("v", "red"), "step_up": ("^", "green"), "select": ("*", "black")}
     top = batches["latency_s"].max() if len(batches) else 1.0
     for kind, (marker, colour) in styles.items():
         d = decisions[decisions["kind"] == kind]
         if len(d):
-            ax.scatter(d["time_s"], [top * 1.15] * len(d), marker=marker, color=colour, s=40, label=kind)
+            ax.scatter(d["time_s"], [top * 1.3] * len(d), marker=marker, color=colour, s=40, label=kind)
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("batch latency (s)")
-    ax.legend(fontsize=7, ncol=3, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title)
     return _save(fig, path, dpi=120)
