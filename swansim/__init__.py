@@ -4,6 +4,8 @@ The public API for experiment scripts (each returns tidy pandas DataFrames)::
 
     import swansim
     df = swansim.landscape("pixel3", "shufflenet_v2_x2_0")     # every execution choice
+    r = swansim.run("pixel3", "resnet34", "swan", duration_s=120)  # r.batches, r.decisions, ...
+    df = swansim.compare(["pixel3"], ["resnet34"], ["swan", "pytorch-default"], duration_s=60)
 
 Names are imported on first use, so ``import swansim`` stays cheap.
 """
@@ -11,6 +13,8 @@ __version__ = "0.1.0"
 
 _API = {
     "landscape": ("swansim.runs.landscape", "landscape_frame"),
+    "run": ("swansim.runs.run", "run"),
+    "compare": ("swansim.runs.compare", "compare"),
 }
 
 

@@ -175,3 +175,83 @@ def ux_jank(janks: pd.DataFrame, path: Path) -> Path:
     ax.set_title("Light apps: frames missing their deadline")
     ax.legend(fontsize=7)
     return _save(ax.figure, path, dpi=120)
+
+
+# -- policies -----------------------------------------------------------------------------------
+
+
+def policy_gains(df: pd.DataFrame, path: Path, policies: Sequence[str] = ("swan", "swan-layer"),
+                 title: str = "") -> Path:
+    """Speedup and energy gain of each policy over the baseline, per device and model.
+
+    ``df``: one row per device, model and policy with ``speedup`` and ``energy_gain`` (the
+    baseline's per-batch figure over the policy's)."""
+    plt = _plt()
+    df = df[df["policy"].isin(policies)].copy()
+    df["x"] = df["device"] + "\n" + df["model"].str.replace("_v2_x2_0", "").str.replace("_v2", "v2")
+    xs = list(dict.fromkeys(df["x"]))
+    fig, axes = plt.subplots(2, 1, figsize=(max(7.0, 0.8 * len(xs) + 2), 6.5), sharex=True)
+    width = 0.8 / max(len(policies), 1)
+    for ax, col, label in zip(axes, ("speedup", "energy_gain"), ("speedup (x)", "energy gain (x)")):
+        for j, pol in enumerate(policies):
+            sub = df[df["policy"] == pol].set_index("x").reindex(xs)
+            pos = [i + (j - (len(policies) - 1) / 2) * width for i in range(len(xs))]
+            ax.bar(pos, sub[col], width, label=pol)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_ylabel(label)
+        ax.legend(fontsize=7)
+    axes[-1].set_xticks(range(len(xs)), xs, fontsize=7)
+    axes[0].set_title(title or "over pytorch-default, per batch at steady state on an idle phone")
+    return _save(fig, path, dpi=120)
+
+
+def policy_ux(df: pd.DataFrame, path: Path) -> Path:
+    """Work-like score change (%) per policy, per device and model (negative: the owner loses)."""
+    plt = _plt()
+    df = df.copy()
+    df["x"] = df["device"] + "\n" + df["model"]
+    piv = df.pivot_table(index="x", columns="policy", values="ux_score_change_pct", sort=False)
+    piv = piv[[p for p in dict.fromkeys(df["policy"]) if p in piv.columns]]
+    ax = piv.plot.bar(figsize=(max(6.0, 1.3 * len(piv) + 2), 4), rot=0, width=0.8)
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_ylabel("Work-like score change (%)")
+    ax.set_xlabel("")
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title("The owner's Work-like score with training in the background")
+    ax.legend(fontsize=7, ncol=2)
+    return _save(ax.figure, path, dpi=120)
+
+
+def adaptation_timeline(batches: pd.DataFrame, decisions: pd.DataFrame, path: Path,
+                        sessions: Sequence[tuple[float, float, str]] = (), title: str = "") -> Path:
+    """Batch latency over time, one colour per plan (crosses: exploration batches), the owner's
+    sessions shaded, the policy's steps marked. Plan labels are strings ("0123")."""
+    plt = _plt()
+    from matplotlib.ticker import FuncFormatter
+
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for start, end, name in sessions:
+        ax.axvspan(start, end, color="orange", alpha=0.2, lw=0)
+        ax.text(start, 1.0, f" {name}", transform=ax.get_xaxis_transform(), va="top", fontsize=8)
+    colours = plt.get_cmap("tab10")
+    for k, (plan, g) in enumerate(batches.groupby("plan", sort=False)):
+        explore = (g["purpose"] == "explore").to_numpy()
+        for sel, marker, note in ((~explore, "o", ""), (explore, "x", " (exploring)")):
+            if sel.any():
+                ax.scatter(g["start_s"][sel], g["latency_s"][sel], s=10, marker=marker, color=colours(k % 10),
+                           label=f"{plan}{note}")
+    styles = {"step_down": ("v", "red"), "step_up": ("^", "green"), "select": ("*", "black")}
+    top = batches["latency_s"].max() if len(batches) else 1.0
+    for kind, (marker, colour) in styles.items():
+        d = decisions[decisions["kind"] == kind]
+        if len(d):
+            ax.scatter(d["time_s"], [top * 1.3] * len(d), marker=marker, color=colour, s=40, label=kind)
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("batch latency (s)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(title)
+    return _save(fig, path, dpi=120)

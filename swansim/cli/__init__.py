@@ -15,7 +15,7 @@ from swansim import __version__
 from swansim.errors import InputError
 
 # Modules under swansim.cli, each adding its subcommands; order is the order of --help.
-COMMANDS = ["demo", "profiles", "thermal", "traces", "landscape", "ux", "fleet"]
+COMMANDS = ["demo", "profiles", "thermal", "traces", "landscape", "ux", "run", "compare", "fleet"]
 
 
 class Parser(argparse.ArgumentParser):

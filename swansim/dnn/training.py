@@ -77,6 +77,11 @@ class _Worker:
 class TrainingJob:
     """A SimPy process training (or running inference with) ``model`` on a plan."""
 
+    # Optional hooks, set from outside: ``gate()`` before each batch returns None to go on, or
+    # an event to wait for before asking again; ``on_batch(row, layer_rows)`` after each batch.
+    gate: Callable[[], simpy.Event | None] | None = None
+    on_batch: Callable[[tuple, list], None] | None = None
+
     def __init__(self, env: simpy.Environment, sched, soc: SocSpec, model: Model,
                  runtime: Runtime, plan: PlanLike, mode: str = "train",
                  n_batches: int | None = None, nice: int = 0,
@@ -146,6 +151,10 @@ class TrainingJob:
 
     def _run(self):
         while not self.stopped and (self.n_batches is None or self.batch_index < self.n_batches):
+            wait = self.gate() if self.gate is not None else None
+            if wait is not None:
+                yield wait
+                continue
             plan = self.plan_for(self.batch_index)
             self.sched.sync()
             t0, e0, mig0 = self.env.now, self.platform.total_energy_j, self.migrations

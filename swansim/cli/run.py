@@ -1,0 +1,62 @@
+"""`swansim run`: one phone, one model, one policy and the phone's owner for a while
+(`swansim.runs.run`: what is recorded, how energy is counted)."""
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="one phone, one model, one policy, a usage trace: tables and a trace file")
+    p.add_argument("--device", default="pixel3", help="phone profile (default: %(default)s)")
+    p.add_argument("--model", default="resnet34", help="a Swan task (resnet34, shufflenet_v2_x2_0, mobilenet_v2) "
+                                                       "or a zoo model (default: %(default)s)")
+    p.add_argument("--policy", default="swan", help="swan, swan-layer, pytorch-default, all-cores, little-only, eas, "
+                                                    "idle-charging-only, oracle (default: %(default)s)")
+    owner = p.add_mutually_exclusive_group()
+    owner.add_argument("--trace", default=None, help="a trace set directory (sessions.csv, states.csv)")
+    owner.add_argument("--synthetic", action="store_true", help="a synthetic owner drawn from --seed")
+    p.add_argument("--user", default=None, help="the trace's user (default: its first)")
+    p.add_argument("--start", type=float, default=None,
+                   help="trace time (s) the run starts at (default: just before the owner's first session on battery)")
+    p.add_argument("--bench-at", type=float, default=None,
+                   help="the owner runs the Work-like benchmark app at this time (s into the run)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--duration", type=float, default=300.0, help="simulated seconds (default: %(default)s)")
+    p.add_argument("--request-batches", type=int, default=None, help="batches per training request (default: 20)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a profile figure by dotted path, e.g. soc.clusters.big.l2_kib_per_core=512")
+    p.add_argument("--out", default="results/run", help="output directory (default: %(default)s)")
+    p.add_argument("--perfetto", default=None, metavar="FILE", help="also write a trace for ui.perfetto.dev")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dataclasses import replace
+
+    from swansim.errors import InputError
+    from swansim.runs.overrides import parse_set
+    from swansim.runs.run import RunConfig, run_policy
+
+    overrides = []
+    for text in args.set:
+        field, values = parse_set(text)
+        if len(values) != 1:
+            raise InputError("--set", field, "a run takes one value per field (compare sweeps several)")
+        overrides.append((field, values[0]))
+    cfg = RunConfig(device=args.device, model=args.model, policy=args.policy, duration_s=args.duration,
+                    trace=args.trace, user=args.user, synthetic=args.synthetic, start_s=args.start,
+                    bench_at_s=args.bench_at, seed=args.seed, overrides=tuple(overrides))
+    if args.request_batches is not None:
+        cfg = replace(cfg, request_batches=args.request_batches)
+    result = run_policy(cfg, trace_detail=args.perfetto is not None)
+    if args.perfetto:
+        from swansim.runs.perfetto import write_perfetto
+        write_perfetto(result, args.perfetto)
+    out = result.write(args.out, perfetto=args.perfetto)
+    s = result.summary
+    print(f"{s['device']} {s['model']} {s['policy']}: {s['batches']} batches, {s['latency_s']:.3f} s and "
+          f"{s['energy_j']:.2f} J per batch; final plan {s['final_plan']}; jank {s['jank_pct']:.2f} %")
+    if len(result.decisions):
+        print(result.decisions.to_string(index=False, max_rows=40))
+    print(f"wrote {out}/" + (f" and {args.perfetto}" if args.perfetto else ""))
+    return 0

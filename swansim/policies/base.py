@@ -1,0 +1,93 @@
+"""The policy interface and the registry of policies by name.
+
+A policy decides, before every mini-batch, whether training may run now (`admit`) and where
+it runs (`plan`: an execution choice per layer, forward and backward, and one for the update);
+after the batch it sees what it measured (`observe`). It reads only the records of
+`swansim.policies.view`. A policy that needs the kernel booted with a thread placement other
+than the default says so in ``placement`` (the runner reads it when it builds the phone).
+Every decision worth explaining goes to ``decisions`` (the run writes them as a table).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+from swansim.dnn.choices import Plan
+from swansim.errors import InputError
+from swansim.policies.view import BatchStats, PhoneState, PolicyView
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One thing a policy (or the runner, for admission) decided, and why."""
+
+    time_s: float
+    batch: int
+    kind: str        # e.g. explore, select, prune, step_down, step_up, admit, decline
+    plan: str        # the plan's label ("4567", "per-layer", ...) or "-"
+    detail: str = ""
+
+
+class Policy:
+    """Base class: always admits; subclasses give `plan` and may override the rest."""
+
+    name: ClassVar[str] = ""
+    # Kernel thread placement the phone must boot with (kernel.sched.PLACEMENTS); None: the default.
+    placement: ClassVar[str | None] = None
+    # The runner hands this policy the true per-choice batch latency (``latency_by_choice``).
+    needs_oracle: ClassVar[bool] = False
+
+    def __init__(self):
+        self.decisions: list[Decision] = []
+        self.purpose = "train"   # why the last planned batch runs: "train" or "explore"
+
+    def begin(self, state: PhoneState) -> None:
+        """A run starts on a (possibly new) phone at ``state.time_s``; learned state is kept."""
+
+    def admit(self, state: PhoneState) -> bool:
+        return True
+
+    def plan(self, view: PolicyView) -> Plan:
+        raise NotImplementedError
+
+    def observe(self, stats: BatchStats) -> None:
+        """A batch finished; ``stats`` is what was measured."""
+
+    def decide(self, time_s: float, batch: int, kind: str, plan: str = "-", detail: str = "") -> None:
+        self.decisions.append(Decision(time_s, batch, kind, plan, detail))
+
+
+POLICIES: dict[str, type[Policy]] = {}
+
+
+def register(name: str) -> Callable[[type[Policy]], type[Policy]]:
+    """Class decorator: make a policy available by ``name`` (``--policy NAME``)."""
+    def add(cls: type[Policy]) -> type[Policy]:
+        cls.name = name
+        POLICIES[name] = cls
+        return cls
+    return add
+
+
+def policy_class(name: str, where: str = "--policy") -> type[Policy]:
+    """The policy class called ``name``; an unknown name is an InputError listing the known ones."""
+    _load_all()
+    if name not in POLICIES:
+        raise InputError(where, "policy", f"unknown policy {name!r} (expected one of {', '.join(POLICIES)})")
+    return POLICIES[name]
+
+
+def make_policy(name: str, **kwargs) -> Policy:
+    return policy_class(name)(**kwargs)
+
+
+def policy_names() -> tuple[str, ...]:
+    _load_all()
+    return tuple(POLICIES)
+
+
+def _load_all() -> None:
+    # the modules register themselves on import
+    import swansim.policies.swan  # noqa: F401
+    import swansim.policies.swan_layer  # noqa: F401
+    import swansim.policies.baselines  # noqa: F401

@@ -1,0 +1,97 @@
+"""Baselines: one fixed execution choice each, and their admission rules.
+
+- ``pytorch-default``: the paper's baseline ("state of the art"): PyTorch's default thread
+  count (the number of big cores), no affinity, the kernel's default placement. It always
+  admits, like a training script started by hand.
+- ``all-cores``: one thread pinned to every core.
+- ``little-only``: one thread pinned to every core of the little cluster (training that keeps
+  off the cores the owner's apps prefer).
+- ``eas``: PyTorch's default threads, unpinned, on a kernel booted with energy-aware placement
+  (``kernel.sched`` "eas": a waking thread only considers cores its utilisation fits). The
+  later version of the paper compares with Linux's EAS.
+- ``idle-charging-only``: PyTorch's default, admitted only while the phone charges with the
+  screen off and no app in the foreground (Google's FL eligibility, Bonawitz et al., MLSys'19;
+  its unmetered-network condition does not affect where training runs).
+- ``oracle``: the fastest static choice for this phone and model with perfect knowledge: the
+  runner hands it the true batch latency of every choice (measured by simulation, never
+  through the view); it admits like Swan. An upper bound for ``swan``'s speed on an idle phone.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from swansim.dnn.choices import Choice, Plan
+from swansim.errors import InputError
+from swansim.policies.base import Policy, register
+from swansim.policies.swan import SwanParams, decline_reason
+from swansim.policies.view import PhoneState, PolicyView
+
+
+class Static(Policy):
+    """One plan for every batch, chosen from the phone's choices on the first batch."""
+
+    def __init__(self):
+        super().__init__()
+        self._plan: Plan | None = None
+
+    def choose(self, view: PolicyView) -> Choice:
+        raise NotImplementedError
+
+    def plan(self, view: PolicyView) -> Plan:
+        if self._plan is None:
+            self._plan = view.uniform(self.choose(view))
+            self.decide(view.state.time_s, view.batch, "select", self._plan.label)
+        return self._plan
+
+
+@register("pytorch-default")
+class PytorchDefault(Static):
+    def choose(self, view: PolicyView) -> Choice:
+        return view.default_choice
+
+
+@register("all-cores")
+class AllCores(Static):
+    def choose(self, view: PolicyView) -> Choice:
+        return max(view.choices, key=lambda c: len(c.cpus))
+
+
+@register("little-only")
+class LittleOnly(Static):
+    def choose(self, view: PolicyView) -> Choice:
+        # a single-cluster SoC has no little kind: its whole cluster
+        little = [c for c in view.choices if c.kind == "little"] or \
+                 [c for c in view.choices if c.kind == view.choices[0].kind]
+        return max(little, key=lambda c: len(c.cpus))
+
+
+@register("eas")
+class Eas(PytorchDefault):
+    placement = "eas"
+
+
+@register("idle-charging-only")
+class IdleChargingOnly(PytorchDefault):
+    def admit(self, state: PhoneState) -> bool:
+        return state.charging and state.idle
+
+
+@register("oracle")
+class Oracle(Static):
+    needs_oracle = True
+
+    def __init__(self, latency_by_choice: Mapping[str, float] | None = None, params: SwanParams | None = None):
+        super().__init__()
+        if not latency_by_choice:
+            raise InputError("oracle", "latency_by_choice", "the oracle needs the true latency of every choice")
+        self.latency_by_choice = dict(latency_by_choice)
+        self.params = params or SwanParams()
+
+    def admit(self, state: PhoneState) -> bool:
+        return decline_reason(state, self.params) is None
+
+    def choose(self, view: PolicyView) -> Choice:
+        known = [c for c in (*view.choices, view.default_choice) if c.label in self.latency_by_choice]
+        if not known:
+            raise InputError("oracle", "latency_by_choice", "no latency for any of this phone's choices")
+        return min(known, key=lambda c: self.latency_by_choice[c.label])

@@ -1,0 +1,131 @@
+"""Policies side by side: devices x models x policies (x swept profile figures).
+
+Every configuration is a `swansim.runs.run` run of the same owner (a trace, a synthetic owner
+or an idle phone) for the same duration; its row has the mean latency and training energy per
+batch, the owner's jank, and - unless ``ux=False`` - the Work-like score change: the policy, as
+that run left it (what it explored, it keeps), trains in the background while the owner runs
+the Work-like benchmark (after `scenarios.WARMUP_S` of training with the screen on), against
+the same phone running the benchmark without training. ``sets`` sweep profile figures by
+dotted path (`swansim.runs.overrides`); each gets a column.
+
+The oracle's knowledge (every choice's true latency, per device, model and swept figures) is
+measured first. All runs go over `swansim.runs.pool.run_all`; finished rows are written to
+``compare.csv`` as they arrive (in configuration order), so an interrupted sweep keeps them.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+
+from swansim.errors import InputError
+from swansim.hw.profile import Catalogue
+from swansim.runs.pool import check_jobs, run_all
+from swansim.runs.driver import REQUEST_BATCHES
+from swansim.runs.run import RunConfig, measure_choice, oracle_tasks, run_policy
+from swansim.runs.usage import usage_of
+from swansim.runs.scenarios import WARMUP_S
+
+METRICS = ["latency_s", "energy_j", "ux_score_change_pct", "jank_pct", "batches", "explore_batches",
+           "steady_latency_s", "steady_energy_j", "final_plan", "frames", "duration_s"]
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    devices: tuple[str, ...] = ("pixel3",)
+    models: tuple[str, ...] = ("resnet34",)
+    policies: tuple[str, ...] = ("swan", "pytorch-default")
+    trace: str | None = None
+    user: str | None = None
+    synthetic: bool = False
+    seed: int = 0
+    duration_s: float = 120.0
+    sets: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (dotted path, values)
+    ux: bool = True
+    request_batches: int = REQUEST_BATCHES
+
+    def runs(self) -> list[RunConfig]:
+        """One run configuration per device x model x policy x combination of swept values."""
+        fields = [f for f, _ in self.sets]
+        combos = list(itertools.product(*[v for _, v in self.sets])) or [()]
+        return [RunConfig(device=d, model=m, policy=p, duration_s=self.duration_s, trace=self.trace, user=self.user,
+                          synthetic=self.synthetic, seed=self.seed, request_batches=self.request_batches,
+                          overrides=tuple(zip(fields, combo)))
+                for d in self.devices for m in self.models for combo in combos for p in self.policies]
+
+    def check(self, cat: Catalogue) -> list[RunConfig]:
+        """Every argument, before any simulation: one InputError naming the first bad one."""
+        for name, values in (("--devices", self.devices), ("--models", self.models), ("--policies", self.policies)):
+            if not values:
+                raise InputError(name, name.lstrip("-"), "nothing named")
+            if len(set(values)) != len(values):
+                raise InputError(name, name.lstrip("-"), "a name is given twice")
+        fields = [f for f, _ in self.sets]
+        if len(set(fields)) != len(fields):
+            raise InputError("--set", "set", "a field is swept twice")
+        runs = self.runs()
+        for rc in runs:
+            rc.check(cat)          # devices, models, policies, durations, every swept value on every device
+        usage_of(runs[0])          # the trace and its user
+        return runs
+
+
+def _row(cfg: CompareConfig, rc: RunConfig, oracle: dict | None) -> dict:
+    """One configuration (a pool worker): its run, and the owner's benchmark with it."""
+    r = run_policy(rc, oracle=oracle)
+    s = r.summary
+    row = {"device": rc.device, "model": rc.model, "policy": rc.policy, **dict(rc.overrides),
+           **{k: s[k] for k in METRICS}}
+    if cfg.ux:
+        ux = replace(rc, trace=None, user=None, synthetic=False, start_s=None, duration_s=None,
+                     bench_at_s=WARMUP_S, screen_on=True)
+        row["ux_score_change_pct"] = run_policy(ux, policy=r.policy).summary["ux_score_change_pct"]
+    return row
+
+
+def compare_frame(cfg: CompareConfig, out: Path | str | None = None, jobs: int | None = None,
+                  progress: bool = False) -> pd.DataFrame:
+    """The comparison as a tidy frame (one row per configuration, in configuration order);
+    with ``out``, ``compare.csv`` (kept up to date as rows finish) and a manifest there."""
+    runs = cfg.check(Catalogue.load())
+    check_jobs(jobs)
+    out = Path(out) if out is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+
+    # the oracle's knowledge: every choice's true latency, once per device, model and swept values
+    keys = sorted({(rc.device, rc.model, rc.runtime, rc.overrides) for rc in runs if rc.policy == "oracle"})
+    tasks = [t for k in keys for t in oracle_tasks(*k)]
+    lats = run_all(measure_choice, tasks, jobs, desc="oracle landscapes", progress=progress,
+                   labels=[f"{t[0]} {t[1]} {t[-1]}" for t in tasks])
+    oracles: dict[tuple, dict[str, float]] = {}
+    for t, lat in zip(tasks, lats):
+        oracles.setdefault(t[:4], {})[t[-1]] = lat
+
+    columns = ["device", "model", "policy", *[f for f, _ in cfg.sets], *METRICS]
+    done: dict[int, dict] = {}
+
+    def keep(i: int, row: dict) -> None:
+        done[i] = row
+        if out is not None:
+            pd.DataFrame([done[k] for k in sorted(done)], columns=columns).to_csv(out / "compare.csv", index=False)
+
+    args = [(cfg, rc, oracles.get((rc.device, rc.model, rc.runtime, rc.overrides))) for rc in runs]
+    rows = run_all(_row, args, jobs, desc="compare", on_result=keep, progress=progress,
+                   labels=[f"{rc.device} {rc.model} {rc.policy} {dict(rc.overrides) or ''}" for rc in runs])
+    df = pd.DataFrame(rows, columns=columns)
+    if out is not None:
+        from swansim.results import write_manifest
+        write_manifest(out, asdict(cfg), seed=cfg.seed, files=["compare.csv"])
+    return df
+
+
+def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorch-default"), trace=None,
+            synthetic=False, duration_s=120.0, sets=None, jobs=None, out=None, **kwargs) -> pd.DataFrame:
+    """The public API: ``sets`` maps a dotted profile path to the values to sweep."""
+    sets = tuple((k, tuple(str(v) for v in vs)) for k, vs in (sets or {}).items())
+    cfg = CompareConfig(devices=tuple(devices), models=tuple(models), policies=tuple(policies), trace=trace,
+                        synthetic=synthetic, duration_s=duration_s, sets=sets, **kwargs)
+    return compare_frame(cfg, out, jobs)
