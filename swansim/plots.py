@@ -207,7 +207,7 @@ def policy_gains(df: pd.DataFrame, path: Path, policies: Sequence[str] = ("swan"
 
 def policy_ux(df: pd.DataFrame, path: Path) -> Path:
     """Work-like score change (%) per policy, per device and model (negative: the owner loses)."""
-    plt = _plt()
+    _plt()   # the Agg backend, before pandas draws
     df = df.copy()
     df["x"] = df["device"] + "\n" + df["model"]
     piv = df.pivot_table(index="x", columns="policy", values="ux_score_change_pct", sort=False)

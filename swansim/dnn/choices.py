@@ -13,6 +13,7 @@ with the prime core costs more than one with other big cores only; mixed sets co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable
 
 from swansim.errors import InputError
@@ -152,7 +153,10 @@ def parse_choice(label: str, soc: SocSpec) -> Choice:
 
 @dataclass(frozen=True)
 class Plan:
-    """An execution choice per layer for forward and for backward (and the optimizer step)."""
+    """An execution choice per layer for forward and for backward (and the optimizer step).
+
+    Plans key memo tables (the batch model), so the set of choices and the hash - which would
+    walk every layer - are computed once per plan."""
 
     fwd: tuple[Choice, ...]
     bwd: tuple[Choice, ...]
@@ -162,11 +166,26 @@ class Plan:
     def uniform(cls, choice: Choice, n_layers: int) -> "Plan":
         return cls((choice,) * n_layers, (choice,) * n_layers, choice)
 
-    @property
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash((self.fwd, self.bwd, self.update))
+        return h
+
+    def __getstate__(self) -> dict:
+        # the cached hash depends on the process's string hashing: never carried to another
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "choices", "single")}
+
+    @cached_property
     def choices(self) -> frozenset[Choice]:
         return frozenset((*self.fwd, *self.bwd, self.update))
 
+    @cached_property
+    def single(self) -> Choice | None:
+        """The one choice of a uniform plan (None for a per-layer one)."""
+        c = self.update
+        return c if all(x is c or x == c for x in (*self.fwd, *self.bwd)) else None
+
     @property
     def label(self) -> str:
-        labels = {c.label for c in self.choices}
-        return labels.pop() if len(labels) == 1 else "per-layer"
+        return self.single.label if self.single is not None else "per-layer"

@@ -35,10 +35,7 @@ from swansim.fleet.rounds import LocalOutcome, LocalRequest
 from swansim.hw.profile import Catalogue
 from swansim.kernel.thermal_gov import ThermalStatus
 from swansim.policies.base import Policy, make_policy, policy_class
-from swansim.policies.view import BatchStats, LayerStat, ModelInfo, PhoneState, PolicyView
-
-# A policy keeps at most this many of its measured batches (what Swan needs: the last few).
-HISTORY_BATCHES = 64
+from swansim.policies.view import BatchStats, History, LayerStat, ModelInfo, PhoneState, PolicyView
 
 
 @lru_cache(maxsize=1)
@@ -54,7 +51,6 @@ class ClientPhone:
     thermal_z: list[float] | None = None   # the RC network's modal state at ``time_s``
     time_s: float = 0.0
     request: int = 0
-    history: list[BatchStats] = field(default_factory=list)
 
 
 class PolicyCost:
@@ -90,7 +86,7 @@ class PolicyCost:
         p = dev.platform
         floor_w = p.total_power_w - p.charging_loss_w   # idle, screen off: what a batch's energy is net of
         policy, t0 = phone.policy, request.start_s
-        energy, done = 0.0, 0
+        energy, done, history = 0.0, 0, []
         for k in range(request.n_batches):
             now = t0 + dev.env.now
             if now >= request.deadline_s:
@@ -99,7 +95,8 @@ class PolicyCost:
             state = _phone_state(traced, dev.battery_temp_c, dev.thermal_status, dev.env.now)
             if not policy.admit(state):
                 break
-            view = PolicyView(choices, default, self.info, state, k, phone.request, k, phone.history)
+            # A policy remembers what it needs itself; the view's history is this request's batches.
+            view = PolicyView(choices, default, self.info, state, k, phone.request, k, History(history))
             plan = policy.plan(view)
             dev.platform.set_screen(state.screen_on)
             key = BatchKey(client.device, self.model, _as_plan_or_choice(plan), runtime=self.runtime,
@@ -112,10 +109,11 @@ class PolicyCost:
             quiet = state.idle and not state.charging and not any(
                 c.screen_on or c.app is not None or c.charging
                 for c in request.timeline.changes(now, t0 + dev.env.now))
+            layers = _layers(plan, cost, rec) if self.policy_cls.needs_layers else ()
             stats = BatchStats(k, phone.request, k, plan, rec.start_s, rec.latency_s,
-                               rec.energy_j - floor_w * rec.latency_s, _layers(plan, cost, rec), state, quiet)
+                               rec.energy_j - floor_w * rec.latency_s, layers, state, quiet)
             policy.observe(stats)
-            phone.history = (phone.history + [stats])[-HISTORY_BATCHES:]
+            history.append(stats)
         dev.sched.sync()
         phone.thermal_z = dev.platform.thermal.state
         phone.time_s = t0 + dev.env.now
@@ -144,8 +142,7 @@ class PolicyCost:
 
 def _as_plan_or_choice(plan: Plan) -> Plan | Choice:
     """A uniform plan keys the memo as its one choice (one entry for a choice, however planned)."""
-    choices = plan.choices
-    return next(iter(choices)) if len(choices) == 1 else plan
+    return plan.single or plan
 
 
 def _phone_state(s: ClientState, battery_temp_c: float | None, status: ThermalStatus, run_s: float) -> PhoneState:
@@ -213,4 +210,5 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     bm.prefill(likely_keys(devices, config.model), jobs, progress)
     bm.save(memo_path)
     result = run_fleet(config, PolicyCosts(bm), out, jobs=jobs, dask_address=dask_address, progress=progress)
+    bm.save(memo_path)   # with what this process simulated on the way (workers keep theirs)
     return result, bm

@@ -170,8 +170,8 @@ class Platform:
 
     def _refresh_leakage(self) -> None:
         soc = self.spec.soc
-        self._leak_factor = [2.0 ** ((self._net.node_temp_c(n) - soc.leakage_ref_c) / soc.leakage_doubling_c)
-                             for n in self._cluster_node]
+        self._cluster_temp_c = [self._net.node_temp_c(n) for n in self._cluster_node]
+        self._leak_factor = [2.0 ** ((t - soc.leakage_ref_c) / soc.leakage_doubling_c) for t in self._cluster_temp_c]
         self._stale = True
 
     @property
@@ -274,7 +274,7 @@ class Platform:
         d = self.spec.soc.leakage_doubling_c
         p = list(held)
         for k, idx in enumerate(self._leak_idx):
-            f = 2.0 ** ((self._net.node_temp_c(self._cluster_node[k]) - at_c) / d)
+            f = 2.0 ** ((self._cluster_temp_c[k] - at_c) / d)
             for i in idx:
                 p[i] *= f
         p[self._screen_idx] = self._screen_w if self.screen_on else 0.0

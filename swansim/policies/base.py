@@ -36,6 +36,9 @@ class Policy:
     placement: ClassVar[str | None] = None
     # The runner hands this policy the true per-choice batch latency (``latency_by_choice``).
     needs_oracle: ClassVar[bool] = False
+    # It reads the per-layer times of its batches (``BatchStats.layers``); runners that must keep
+    # a policy small (the fleet carries one per client) leave them out for the others.
+    needs_layers: ClassVar[bool] = False
 
     def __init__(self):
         self.decisions: list[Decision] = []

@@ -96,6 +96,8 @@ def describe(plan: Plan) -> str:
 class SwanLayer(Swan):
     """Swan with a per-layer plan on every rung of its ladder."""
 
+    needs_layers = True
+
     def __init__(self, params=None, **overrides):
         super().__init__(params, **overrides)
         self._dp: dict[int, tuple[Plan, float]] = {}        # rung -> (DP plan, predicted latency)
