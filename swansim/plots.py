@@ -255,3 +255,26 @@ def adaptation_timeline(batches: pd.DataFrame, decisions: pd.DataFrame, path: Pa
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title)
     return _save(fig, path, dpi=120)
+
+
+# -- the fleet ----------------------------------------------------------------------------------
+
+
+def fleet_curves(rounds: dict[str, pd.DataFrame], path: Path, target_accuracy: float | None = None) -> Path:
+    """Per task (one column each): test accuracy and clients online against simulated time,
+    one line per policy. ``rounds``: task -> the fleet's rounds table."""
+    plt = _plt()
+    fig, axes = plt.subplots(2, len(rounds), figsize=(4.2 * len(rounds) + 1, 6), squeeze=False, sharex="col")
+    for j, (task, df) in enumerate(rounds.items()):
+        for policy, g in df.groupby("policy", sort=False):
+            axes[0, j].plot(g["time_h"], g["accuracy"], lw=1.2, label=policy)
+            axes[1, j].plot(g["time_h"], g["clients_online"], lw=1.2, label=policy)
+        if target_accuracy is not None:
+            axes[0, j].axhline(target_accuracy, color="grey", ls=":", lw=0.8, label="target")
+        axes[0, j].set_title(task, fontsize=9)
+        axes[1, j].set_xlabel("simulated time (h)")
+        axes[1, j].set_ylim(bottom=0)
+    axes[0, 0].set_ylabel("test accuracy")
+    axes[1, 0].set_ylabel("clients online")
+    axes[0, -1].legend(fontsize=7)
+    return _save(fig, path, dpi=120)

@@ -446,20 +446,32 @@ def small_demo(monkeypatch):
                                                                     batches=1, warmup=0))
     monkeypatch.setattr(demo, "UX_BACKGROUNDS", demo.UX_BACKGROUNDS[:1])
 
+    def tiny_fleet(cfg, out, jobs, progress):
+        from swansim.fleet.local import run_policy_fleet
+        from swansim.fleet.run import FleetConfig
+
+        small = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=48, per_round=4,
+                            rounds=2, seed=cfg.seed, devices=(("pixel3", 1.0),), trace_days=2)
+        return run_policy_fleet(small, out, jobs, progress=progress)[0]
+
+    monkeypatch.setattr(demo, "_fleet", tiny_fleet)
+
 
 def test_demo_command_writes_what_its_manifest_lists_and_reruns_byte_identical(small_demo, tmp_path):
     runs = []
     for name in ("a", "b"):
-        rc, stdout, err = run_main(["demo", "--out", str(tmp_path / name), "--thermal-minutes", "0.5", "--jobs", "1"])
+        rc, stdout, err = run_main(["demo", "--out", str(tmp_path / name), "--thermal-minutes", "0.5", "--jobs", "1",
+                                    "--policy-s", "10"])
         assert rc == 0, err
         runs.append(tmp_path / name / "demo")
     a, b = runs
     manifest = json.loads((a / "manifest.json").read_text())
-    assert set(manifest["files"]) == {p.name for p in a.iterdir()} - {"manifest.json"}
-    assert {"landscape-resnet34.csv", "landscapes.png", "thermal-big.png", "thermal-summary.csv", "ux.csv"} <= set(
-        manifest["files"])
+    assert {f.split("/")[0] for f in manifest["files"]} == {p.name for p in a.iterdir()} - {"manifest.json"}
+    assert {"landscape-resnet34.csv", "landscapes.png", "thermal-big.png", "thermal-summary.csv", "ux.csv",
+            "policies.csv", "fleet/summary.csv", "fleet.png"} <= set(manifest["files"])
     assert manifest["seed"] == 0 and manifest["git_commit"] is not None and "wall_s" in manifest
     assert "sdm845" in " ".join(manifest["profiles_sha256"])
     for f in manifest["files"]:
-        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+        if not f.endswith("manifest.json"):   # a manifest says when it was written
+            assert (a / f).read_bytes() == (b / f).read_bytes(), f
     assert " 1000 " in stdout and "e+03" not in stdout

@@ -1,5 +1,6 @@
-"""`swansim demo`: the quick reproduction on one phone - landscapes, throttling and the
-owner's experience, with tables and plots (`swansim.runs.demo`)."""
+"""`swansim demo`: the quick reproduction - landscapes, throttling, the owner's experience,
+Swan against PyTorch's default on the phone and in a small fleet - with tables and plots
+(`swansim.runs.demo`)."""
 from __future__ import annotations
 
 import argparse
@@ -8,11 +9,13 @@ from swansim.cli.common import add_jobs, out_under
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="quick reproduction: landscapes, throttling, UX; tables and plots")
+    p = sub.add_parser("demo", help="quick reproduction: landscapes, throttling, UX, policies, a small fleet")
     p.add_argument("--out", default="results", help="output directory; files go to OUT/demo (default: %(default)s)")
     p.add_argument("--device", default="pixel3", help="phone profile (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--thermal-minutes", type=float, default=10.0)
+    p.add_argument("--thermal-minutes", type=float, default=5.0)
+    p.add_argument("--policy-s", type=float, default=120.0, help="simulated seconds per policy on the phone")
+    p.add_argument("--fleet-rounds", type=int, default=40, help="FedAvg rounds per policy in the small fleet")
     add_jobs(p)
     p.set_defaults(func=run)
 
@@ -22,7 +25,8 @@ def run(args) -> int:
     from swansim.runs.thermal import format_summary
 
     out = out_under(args.out, "demo")
-    tables = run_demo(DemoConfig(args.device, args.seed, args.thermal_minutes), out, args.jobs)
+    tables = run_demo(DemoConfig(args.device, args.seed, args.thermal_minutes, args.policy_s,
+                                 fleet_rounds=args.fleet_rounds), out, args.jobs)
     for name, df in tables.items():
         print(f"\n== {args.device} {name}")
         print(format_summary(df) if name == "thermal" else

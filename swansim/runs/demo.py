@@ -1,10 +1,15 @@
-"""The quick reproduction on one phone: landscapes, throttling and the owner's experience.
+"""The quick reproduction of the whole story, on one phone and then a small fleet.
 
-1. Landscapes (after the Swan paper's Fig. 2): latency, energy and power of every execution
-   choice for ResNet-34 and ShuffleNetV2-x2 training, through the full device simulation.
+1. Landscapes (the Swan paper's Fig. 2): latency, energy and power of every execution choice
+   for ResNet-34 and ShuffleNetV2-x2 training, with the paper's figures as ticks.
 2. Throttling: sustained dense work on the big cores, then on the little ones.
-3. User experience (after Fig. 3): the Work-like score with no training, with PyTorch's default
+3. User experience (Fig. 3): the Work-like score with no training, with PyTorch's default
    execution of ResNet-34 training in the background, and with training on one little core.
+4. Who decides (the policies): Swan and PyTorch's default training ShuffleNetV2 on the phone,
+   idle, for a couple of minutes: per-batch latency and energy at steady state.
+5. At scale (the paper's headline): a reduced fleet (480 clients, 20 per round) trains
+   ResNet-34 with FedAvg under Swan and under PyTorch's default: accuracy over time, clients
+   online, time and energy to the target accuracy.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from swansim import checks
 from swansim.device import DeviceConfig
 from swansim.dnn.calibrate import FIG2_CSV
 from swansim.dnn.tasks import FIG2_TASKS
+from swansim.fleet.run import FleetConfig
 from swansim.hw.profile import Catalogue
 from swansim.results import write_manifest
 from swansim.runs.landscape import landscape_frame
@@ -30,12 +36,19 @@ from swansim.runs.thermal import LOADS, check_minutes, run_one, sensor_for
 class DemoConfig:
     device: str = "pixel3"
     seed: int = 0
-    thermal_minutes: float = 10.0
+    thermal_minutes: float = 5.0
+    policy_s: float = 120.0          # simulated seconds of each policy on the phone
+    fleet_clients: int = 480
+    fleet_per_round: int = 20
+    fleet_rounds: int = 40
 
     def check(self, cat: Catalogue) -> None:
         cat.device(self.device, "--device")
         checks.seed(self.seed)
         check_minutes(self.thermal_minutes, "--thermal-minutes")
+        checks.number(self.policy_s, "--policy-s", 10.0, 3600.0, "of seconds")
+        checks.integer(self.fleet_clients, "--fleet-clients", 24, 100_000)
+        checks.integer(self.fleet_rounds, "--fleet-rounds", 1, 10_000)
 
 
 UX_BACKGROUNDS = (("none", None), ("resnet34 pytorch-default", TrainingBackground("resnet34")),
@@ -89,5 +102,34 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
     ux["drop_pct"] = 100.0 * (1.0 - ux["score"] / ux["score"].iloc[0])
     ux.to_csv(out / "ux.csv", index=False)
     files.append("ux.csv")
+    tables = {**{f"landscape-{m}": df for m, df in landscapes.items()}, "thermal": thermal, "ux": ux}
+
+    if cfg.policy_s > 0:
+        tables["policies"] = policies = _policies(cfg, jobs, progress)
+        policies.to_csv(out / "policies.csv", index=False)
+        files.append("policies.csv")
+    if cfg.fleet_rounds > 0:
+        fleet = _fleet(cfg, out / "fleet", jobs, progress)   # its rounds, summary, manifest and checkpoints
+        tables["fleet"] = fleet.summary
+        P.fleet_curves({"resnet34": fleet.rounds}, out / "fleet.png", FleetConfig().target_accuracy)
+        files += ["fleet/rounds.csv", "fleet/summary.csv", "fleet/manifest.json", "fleet.png"]
     write_manifest(out, asdict(cfg), seed=cfg.seed, files=files, wall_s=round(time.perf_counter() - started, 1))
-    return {**{f"landscape-{m}": df for m, df in landscapes.items()}, "thermal": thermal, "ux": ux}
+    return tables
+
+
+def _policies(cfg: DemoConfig, jobs, progress) -> pd.DataFrame:
+    from swansim.runs.compare import CompareConfig, compare_frame
+
+    df = compare_frame(CompareConfig(devices=(cfg.device,), models=("shufflenet_v2_x2_0",),
+                                     policies=("swan", "pytorch-default"), duration_s=cfg.policy_s, seed=cfg.seed,
+                                     ux=False), jobs=jobs, progress=progress)
+    return df
+
+
+def _fleet(cfg: DemoConfig, out: Path, jobs, progress):
+    from swansim.fleet.local import run_policy_fleet
+
+    fleet_cfg = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=cfg.fleet_clients,
+                            per_round=cfg.fleet_per_round, rounds=cfg.fleet_rounds, seed=cfg.seed)
+    result, _ = run_policy_fleet(fleet_cfg, out, jobs, progress=progress)
+    return result

@@ -19,7 +19,7 @@ divided by the batches.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.models import MODELS
-from swansim.dnn.tasks import SWAN_TASKS, build_task
+from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.policies.base import Policy, make_policy, policy_class
@@ -313,15 +313,12 @@ def summarise(cfg: RunConfig, usage: Usage, r: RunResult, end_s: float, total_j:
 
 
 def measure_choice(device: str, model: str, runtime: str, overrides: tuple, label: str) -> float:
-    """One choice's batch latency on a fresh idle phone (a pool worker)."""
-    from swansim.runs.landscape import measure
+    """One choice's batch latency on a fresh idle phone (the batch model; a pool worker)."""
+    from swansim.batchmodel import BatchKey, simulate_batch
 
-    cat = _catalogue()
-    spec = apply_overrides(cat.device(device), overrides)
+    spec = apply_overrides(_catalogue().device(device), overrides)
     choice = _choices_with_default(spec)[label]
-    cat = replace(cat, devices={**cat.devices, device: spec})
-    lat, _, _ = measure(device, build_task(model), load_runtime(runtime), choice, catalogue=cat, record_layers=False)
-    return lat
+    return simulate_batch(BatchKey(device, model, choice, runtime=runtime), spec=spec, record_layers=False).latency_s
 
 
 def _choices_with_default(spec: DeviceSpec) -> dict:
