@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from swansim.batchmodel import BatchCost, BatchKey, BatchModel, FastForward
+from swansim.batchmodel import BatchKey, BatchModel, BatchRecord, FastForward
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import Choice, Plan, enumerate_choices, pytorch_default
 from swansim.dnn.tasks import SWAN_TASKS, build_task
@@ -33,6 +33,7 @@ from swansim.fleet.availability import ClientState
 from swansim.fleet.population import Client
 from swansim.fleet.rounds import LocalOutcome, LocalRequest
 from swansim.hw.profile import Catalogue
+from swansim.kernel.sched import AUTO
 from swansim.kernel.thermal_gov import ThermalStatus
 from swansim.policies.base import Policy, make_policy, policy_class
 from swansim.policies.view import BatchStats, History, LayerStat, ModelInfo, PhoneState, PolicyView
@@ -56,11 +57,14 @@ class ClientPhone:
 class PolicyCost:
     """`LocalCost` of ``policy`` training ``model`` on each client's phone (module doc)."""
 
-    def __init__(self, model: str, policy: str, batch_model: BatchModel | None = None, runtime: str = "pytorch"):
+    def __init__(self, model: str, policy: str, batch_model: BatchModel | None = None, runtime: str = "pytorch",
+                 fast_forward: bool = True):
         if model not in SWAN_TASKS:
             raise InputError("--model", "model", f"unknown task {model!r} (known: {', '.join(SWAN_TASKS)})")
         self.policy_cls = policy_class(policy)
         self.model, self.policy_name, self.runtime = model, policy, runtime
+        self.fast_forward = fast_forward   # False: every batch fully simulated (the validation path)
+        self.placement = self.policy_cls.placement or AUTO
         self.batch_model = batch_model or BatchModel()
         graph = build_task(model)
         self.info = ModelInfo(model, tuple(layer.name for layer in graph.layers),
@@ -81,8 +85,9 @@ class PolicyCost:
         soc = dev.spec.soc
         choices = tuple(enumerate_choices(soc, mixed=True))
         default = pytorch_default(soc)
-        base = BatchKey(client.device, self.model, default, runtime=self.runtime)
-        ff = FastForward(dev, self.batch_model, base)
+        base = BatchKey(client.device, self.model, default, runtime=self.runtime, placement=self.placement)
+        phone_run = (FastForward(dev, self.batch_model, base) if self.fast_forward
+                     else _SimulatedBatches(dev, self.model, self.runtime, client.seed))
         p = dev.platform
         floor_w = p.total_power_w - p.charging_loss_w   # idle, screen off: what a batch's energy is net of
         policy, t0 = phone.policy, request.start_s
@@ -100,16 +105,17 @@ class PolicyCost:
             plan = policy.plan(view)
             dev.platform.set_screen(state.screen_on)
             key = BatchKey(client.device, self.model, _as_plan_or_choice(plan), runtime=self.runtime,
-                           foreground=traced.app)
-            rec = ff.run_batch(key)
-            cost = self.batch_model.cost(key.with_caps(rec.caps_mhz))
+                           placement=self.placement, foreground=traced.app)
+            rec, layer_s = phone_run.run_batch(key) if not self.fast_forward else (phone_run.run_batch(key), None)
             energy += rec.energy_j
             done += 1
             # a batch worth profiling: the phone idle and discharging from its start to its end
             quiet = state.idle and not state.charging and not any(
                 c.screen_on or c.app is not None or c.charging
                 for c in request.timeline.changes(now, t0 + dev.env.now))
-            layers = _layers(plan, cost, rec) if self.policy_cls.needs_layers else ()
+            if self.policy_cls.needs_layers and layer_s is None:
+                layer_s = self.batch_model.cost(key.with_caps(rec.caps_mhz)).layer_s
+            layers = _layers(plan, layer_s, rec) if self.policy_cls.needs_layers else ()
             stats = BatchStats(k, phone.request, k, plan, rec.start_s, rec.latency_s,
                                rec.energy_j - floor_w * rec.latency_s, layers, state, quiet)
             policy.observe(stats)
@@ -130,7 +136,7 @@ class PolicyCost:
         st = request.state
         dev = Device(DeviceConfig(device=client.device, seed=client.seed, charging=st.charging,
                                   initial_soc_pct=max(0.0, min(100.0, st.battery_pct)),
-                                  placement=self.policy_cls.placement or "wakeup"), spec=spec)
+                                  placement=self.placement), spec=spec)
         if phone.thermal_z is not None:
             net = dev.platform.thermal
             net.state = phone.thermal_z
@@ -150,17 +156,76 @@ def _phone_state(s: ClientState, battery_temp_c: float | None, status: ThermalSt
                       screen_on=s.screen_on, foreground_app=s.app is not None, thermal_status=status)
 
 
-def _layers(plan: Plan, cost: BatchCost, rec) -> tuple[LayerStat, ...]:
+def _layers(plan: Plan, layer_s, rec) -> tuple[LayerStat, ...]:
     """The batch's layer phases laid end to end from its start, scaled to its measured length."""
-    total = sum(s for _, _, s in cost.layer_s) or 1.0
+    total = sum(s for _, _, s in layer_s) or 1.0
     scale = rec.latency_s / total
     out, t = [], rec.start_s
-    for layer, phase, s in cost.layer_s:
+    for layer, phase, s in layer_s:
         choice = plan.fwd[layer] if phase == "fwd" else plan.update if phase == "update" else plan.bwd[layer]
         out.append(LayerStat(layer, phase, choice, t, t + s * scale))
         t += s * scale
     return tuple(out)
 
+
+
+class _SimulatedBatches:
+    """The request's batches fully simulated on the phone, one at a time: one training job held
+    at its gate between batches (so its pool and clocks carry over, as in a real request), and
+    the traced app (if any) running while a batch runs. The validation path of the fast-forward."""
+
+    def __init__(self, dev: Device, model: str, runtime: str, seed: int):
+        from swansim.dnn.runtime import load_runtime
+        from swansim.dnn.training import TrainingJob
+
+        self.dev, self.seed = dev, seed
+        self._plan: Plan | Choice | None = None
+        self._go = False
+        self._resume = dev.env.event()
+        self._done = dev.env.event()
+        self._rows: tuple = ()
+        self._app = None
+        self.job = TrainingJob(dev.env, dev.sched, dev.spec.soc, build_task(model), load_runtime(runtime),
+                               lambda _b: self._plan, record_layers=True)
+        self.job.gate, self.job.on_batch = self._gate, self._on_batch
+
+    def _gate(self):
+        if self._go:
+            self._go = False
+            return None
+        return self._resume
+
+    def _on_batch(self, row, layer_rows) -> None:
+        self._rows = (row, list(layer_rows))
+        self.job.layer_rows.clear()
+        self._done.succeed()
+
+    def _foreground(self, category: str | None) -> None:
+        from swansim.apps.appmodels import App, load_app_table
+        from swansim.apps.ux import UxRecorder
+
+        current = self._app.name if self._app is not None else None
+        if category == current:
+            return
+        if self._app is not None:
+            self._app.stop()
+            self._app = None
+        if category is not None:
+            table = load_app_table()
+            self._app = App(self.dev.env, self.dev.sched, self.dev.spec, table.categories[category], table.android,
+                            UxRecorder(), self.seed, name=category, memory=table.memory).start()
+
+    def run_batch(self, key: BatchKey):
+        env = self.dev.env
+        self._foreground(key.foreground)
+        caps = tuple(p.cap_mhz for p in self.dev.cpufreq)
+        self._plan, self._go, self._done = key.plan, True, env.event()
+        resume, self._resume = self._resume, env.event()
+        resume.succeed()
+        env.run(until=self._done)
+        (b, _, t0, lat, energy, _, _), layers = self._rows
+        layer_s = tuple((layer, phase, end - start) for (_, layer, _, _, phase, _, start, end) in layers)
+        return BatchRecord(b, t0, lat, energy, caps), layer_s
 
 
 @dataclass
@@ -170,9 +235,10 @@ class PolicyCosts:
 
     batch_model: BatchModel = field(default_factory=BatchModel)
     runtime: str = "pytorch"
+    fast_forward: bool = True
 
     def __call__(self, model: str, policy: str) -> PolicyCost:
-        return PolicyCost(model, policy, self.batch_model, self.runtime)
+        return PolicyCost(model, policy, self.batch_model, self.runtime, self.fast_forward)
 
 
 def likely_keys(devices, model: str, runtime: str = "pytorch") -> list[BatchKey]:

@@ -1,0 +1,48 @@
+"""The fleet with the policies on the batch model: fast-forward against full simulation.
+
+A small fleet (Pixel 3s, resnet34) runs a few rounds twice: each client's local batches
+fast-forwarded with the batch model, and each fully simulated (`PolicyCost(fast_forward=False)`).
+Round times, energy and drop-outs must agree within 2%; the carry a client leaves behind must
+stay small (the fleet checkpoints it every round).
+"""
+import pickle
+
+import pytest
+
+from swansim.fleet.local import PolicyCosts, likely_keys
+from swansim.fleet.run import FleetConfig, build_population, run_fleet
+from swansim.batchmodel import BatchModel
+
+CFG = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=48, per_round=4, rounds=2,
+                  local_steps=4, devices=(("pixel3", 1.0),), trace_days=2, seed=3)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    bm = BatchModel()
+    bm.prefill(likely_keys(["pixel3"], CFG.model), jobs=1, progress=False)
+    fast = run_fleet(CFG, PolicyCosts(bm), tmp_path_factory.mktemp("ff"), progress=False)
+    full = run_fleet(CFG, PolicyCosts(bm, fast_forward=False), tmp_path_factory.mktemp("full"), progress=False)
+    return fast, full
+
+
+def test_fast_forward_rounds_match_full_simulation(runs):
+    fast, full = (r.rounds.set_index(["policy", "round"]) for r in runs)
+    assert fast["round_s"].to_numpy() == pytest.approx(full["round_s"].to_numpy(), rel=0.02)
+    assert fast["energy_j"].sum() == pytest.approx(full["energy_j"].sum(), rel=0.02)
+    for col in ("completed", "dropped", "stragglers", "declined"):
+        assert (fast[col] == full[col]).all(), col
+    assert (fast["energy_j"] > 0).all()
+
+
+def test_a_clients_carry_stays_small(tmp_path):
+    from swansim.fleet.local import PolicyCost
+    from swansim.fleet.rounds import LocalRequest
+
+    pop = build_population(CFG)
+    cost = PolicyCost(CFG.model, "swan", BatchModel())
+    client = pop.client(0)
+    tl = pop.timeline(0, 0.0)
+    req = LocalRequest(client, 1, 3600.0, 2, 16, 3600.0 + 600.0, tl.state_at(3600.0), tl, None)
+    out = cost.train(req)
+    assert len(pickle.dumps(out.carry)) < 20_000
