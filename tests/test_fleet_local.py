@@ -29,7 +29,7 @@ def runs(tmp_path_factory):
 def test_fast_forward_rounds_match_full_simulation(runs):
     fast, full = (r.rounds.set_index(["policy", "round"]) for r in runs)
     assert fast["round_s"].to_numpy() == pytest.approx(full["round_s"].to_numpy(), rel=0.02)
-    assert fast["energy_j"].sum() == pytest.approx(full["energy_j"].sum(), rel=0.02)
+    assert fast["energy_j"].to_numpy() == pytest.approx(full["energy_j"].to_numpy(), rel=0.02)
     for col in ("completed", "dropped", "stragglers", "declined"):
         assert (fast[col] == full[col]).all(), col
     assert (fast["energy_j"] > 0).all()

@@ -104,8 +104,10 @@ class PolicyCost:
             view = PolicyView(choices, default, self.info, state, k, phone.request, k, History(history))
             plan = policy.plan(view)
             dev.platform.set_screen(state.screen_on)
+            # a request starts on a phone whose training process is new: its first batch is a
+            # cold one (pool creation, clocks ramping), the others follow a batch
             key = BatchKey(client.device, self.model, _as_plan_or_choice(plan), runtime=self.runtime,
-                           placement=self.placement, foreground=traced.app)
+                           placement=self.placement, foreground=traced.app, warmup=0 if k == 0 else 1)
             rec, layer_s = phone_run.run_batch(key) if not self.fast_forward else (phone_run.run_batch(key), None)
             energy += rec.energy_j
             done += 1
@@ -243,13 +245,14 @@ class PolicyCosts:
 
 def likely_keys(devices, model: str, runtime: str = "pytorch") -> list[BatchKey]:
     """The batches a fleet run is sure to ask for: every pinned choice and PyTorch's default
-    on each device, screen off (what exploration and the baselines run first)."""
+    on each device, screen off (what exploration and the baselines run first), cold (a
+    request's first batch) and warm."""
     cat = _catalogue()
     keys = []
     for d in devices:
         soc = cat.device(d).soc
         for c in (*enumerate_choices(soc, mixed=False), pytorch_default(soc)):
-            keys.append(BatchKey(d, model, c, runtime=runtime))
+            keys += [BatchKey(d, model, c, runtime=runtime, warmup=w) for w in (0, 1)]
     return keys
 
 

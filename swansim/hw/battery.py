@@ -10,7 +10,7 @@ Discharging, the battery supplies everything. Charging, the charger draws a cons
 ``1 - efficiency`` of it is lost as heat in the charger IC next to the cell (the platform's
 "charging_loss" component, on the RC node "battery"), the rest feeds the phone and the
 surplus charges the cell. Once the cell is full the charger carries the phone's load alone
-(up to its power), with the loss then set from the last interval's load, one interval late.
+(up to its power), losing ``1/efficiency - 1`` of that load in the same interval.
 
 Assumptions, stated: capacity = mAh x 3.6 x nominal voltage (energy, not charge: the voltage
 curve over the state of charge is not modelled); charging efficiency 0.9 (typical switching
@@ -74,12 +74,23 @@ class Battery:
             self.charger_power_w = charger_power_w
         self.charging = on
         self.full = on and self.energy_j >= self.capacity_j
-        loss = (1.0 - self.efficiency) * self.charger_power_w if on and not self.full else 0.0
-        self.platform.set_charging_loss(loss)
+        self._set_loss()
+
+    def _set_loss(self) -> None:
+        """The charger's loss: a share of its input while it charges the cell; a share of the
+        phone's load once the cell is full (it carries the load alone); none unplugged."""
+        max_w = (1.0 - self.efficiency) * self.charger_power_w
+        if not self.charging:
+            self.platform.set_charging_loss(0.0)
+        elif self.full:
+            self.platform.set_charging_loss(0.0, 1.0 / self.efficiency - 1.0, max_w)
+        else:
+            self.platform.set_charging_loss(max_w)
 
     # -- the account --------------------------------------------------------------------------
 
     def __call__(self, t0_s: float, t1_s: float, platform: Platform) -> None:
+        was_full = self.full
         e = platform.total_energy_j
         used_j = e - self._platform_j
         self._platform_j = e
@@ -101,12 +112,5 @@ class Battery:
         self.charger_j += supplied
         if self.energy_j <= 0.0 and self.depleted_s is None:
             self.depleted_s = t1_s
-        if self.charging:
-            if self.full:
-                load_w = used_j / dt - platform.charging_loss_w if dt > 0 else 0.0
-                loss = (1.0 / self.efficiency - 1.0) * max(load_w, 0.0)
-                loss = min(loss, (1.0 - self.efficiency) * self.charger_power_w)
-            else:
-                loss = (1.0 - self.efficiency) * self.charger_power_w
-            if loss != platform.charging_loss_w:
-                platform.set_charging_loss(loss)
+        if self.charging and self.full != was_full:
+            self._set_loss()

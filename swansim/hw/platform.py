@@ -17,6 +17,8 @@ temperatures, so the energy account, the RC network and every probe run as usual
 """
 from __future__ import annotations
 
+import math
+
 from typing import Callable, Sequence
 
 import numpy as np
@@ -76,7 +78,8 @@ class Platform:
         self.time_s = 0.0
         self.probes: list[IntervalProbe] = []
         # Heat of the charger's conversion loss (W), set by the battery; a component only with a battery.
-        self.charging_loss_w = 0.0
+        self.charging_loss_w = 0.0          # the charger line's power from now on
+        self._charger = (0.0, 0.0, 0.0)     # (fixed W, share of the load, cap W): see set_charging_loss
         self._has_charger = "charging_loss" in self.component_names
         # constants of the power evaluation, looked up once
         self._cluster_consts = [(c.cpus, self._cluster_node[k], c.cluster_active_mw * 1e-3, c.fmax_mhz)
@@ -118,10 +121,17 @@ class Platform:
         self.screen_on = on
         self._stale = True
 
-    def set_charging_loss(self, loss_w: float) -> None:
-        """The charger's loss heats the battery node from now on (no-op without a battery)."""
-        self.charging_loss_w = loss_w if self._has_charger else 0.0
+    def set_charging_loss(self, loss_w: float, per_load: float = 0.0, max_w: float = math.inf) -> None:
+        """The charger's loss heats the battery node from now on (no-op without a battery):
+        ``loss_w`` plus ``per_load`` times the phone's load in the same interval (a charger
+        carrying the load of a full cell loses a share of what it delivers), at most ``max_w``."""
+        self._charger = (loss_w, per_load, max_w) if self._has_charger else (0.0, 0.0, 0.0)
         self._stale = True
+
+    def _charger_line(self, load_w: float) -> float:
+        fixed, per_load, max_w = self._charger
+        self.charging_loss_w = min(max_w, fixed + per_load * load_w)
+        return self.charging_loss_w
 
     def hold(self, power_w: Sequence[float], at_temp_c: float) -> None:
         """From now on, power per component is ``power_w`` (measured with every node at
@@ -246,7 +256,7 @@ class Platform:
         out.append(self._base_w)
         out.append(self._screen_w if self.screen_on else 0.0)
         if self._has_charger:
-            out.append(self.charging_loss_w)
+            out.append(self._charger_line(sum(node) + sum(out[self._n_cluster_lines:])))
         for j in range(self._n_cluster_lines, len(out)):   # the uncore, DRAM, board, screen, charger lines
             node[self._comp_node[j]] += out[j]
         self._power, self._node_power = out, node
@@ -279,7 +289,7 @@ class Platform:
                 p[i] *= f
         p[self._screen_idx] = self._screen_w if self.screen_on else 0.0
         if self._has_charger:
-            p[-1] = self.charging_loss_w
+            p[-1] = self._charger_line(sum(p[:-1]))
         self._set_power(p)
 
     def _set_power(self, p: list[float]) -> None:
