@@ -32,9 +32,9 @@ def run(args) -> int:
     from swansim.runs.compare import CompareConfig, compare_frame
     from swansim.runs.overrides import parse_set
 
-    cfg = CompareConfig(devices=tuple(split_names(args.devices, "--devices")),
-                        models=tuple(split_names(args.models, "--models")),
-                        policies=tuple(split_names(args.policies, "--policies")), trace=args.trace, user=args.user,
+    cfg = CompareConfig(devices=tuple(split_names(args.devices)),
+                        models=tuple(split_names(args.models)),
+                        policies=tuple(split_names(args.policies)), trace=args.trace, user=args.user,
                         synthetic=args.synthetic, seed=args.seed, duration_s=args.duration,
                         sets=tuple(parse_set(s) for s in args.set), ux=not args.no_ux)
     df = compare_frame(cfg, args.out, args.jobs, progress=True)

@@ -63,7 +63,7 @@ class Choice:
         Pinned: one cpu each, fastest first. Unpinned: the kernel spreads busy threads over
         the fastest allowed cores (capacity-aware placement), wrapping when oversubscribed.
         """
-        key = (self, soc.name, soc.path)
+        key = (self, soc.name, soc.path, tuple(c.capacity for c in soc.clusters))   # a swept profile differs
         got = _THREAD_CPUS.get(key)
         if got is None:
             order = sorted(self.cpus, key=lambda c: (-soc.cluster_of(c).capacity, c))
@@ -74,7 +74,7 @@ class Choice:
         return {soc.cluster_of(c).name for c in self.thread_cpus(soc)}
 
 
-_THREAD_CPUS: dict[tuple, tuple[int, ...]] = {}   # (choice, soc) -> placement; both immutable
+_THREAD_CPUS: dict[tuple, tuple[int, ...]] = {}   # (choice, soc, its capacities) -> placement
 
 
 def _prefixes(cpus: Iterable[int]) -> list[tuple[int, ...]]:

@@ -4,13 +4,16 @@ Before each batch the job's ``gate`` asks ``policy.admit`` (a declined engine wa
 screen, app or charger change, or the next poll); the job's plan callable asks ``policy.plan``
 with a `PolicyView`; ``on_batch`` hands ``policy.observe`` the batch's measurements and keeps
 the batch and layer rows. Training requests are FedAvg local rounds of ``request_batches``
-batches (Swan explores one choice per request); a decline ends the request.
+batches (Swan explores one choice per request); a decline ends the request. The training
+process sits in Android group ``group`` (top-app, as Swan's python forked from Termux on the
+screen: runs.scenarios.TrainingBackground says why), with that group's cpuset.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from swansim.device import Device
+from swansim.hw.profile import TOP_APP
 from swansim.dnn.choices import Plan, enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import build_task
@@ -37,7 +40,7 @@ class PolicyDriver:
 
     def __init__(self, dev: Device, policy: Policy, model: str, runtime: str = "pytorch",
                  foreground: Callable[[], bool] = lambda: False, request_batches: int = REQUEST_BATCHES,
-                 request_gap_s: float = 0.0):
+                 request_gap_s: float = 0.0, group: str = TOP_APP):
         soc = dev.spec.soc
         self.dev, self.env, self.policy = dev, dev.env, policy
         self.foreground = foreground
@@ -50,7 +53,7 @@ class PolicyDriver:
         floor_w = dev.platform.total_power_w - dev.platform.charging_loss_w - \
             (dev.spec.screen_power_mw * 1e-3 if dev.platform.screen_on else 0.0)
         self.job = TrainingJob(dev.env, dev.sched, soc, graph, load_runtime(runtime), self._plan,
-                               cpuset=dev.spec.cpusets.get("foreground"), name="train", idle_floor_w=floor_w,
+                               cpuset=dev.spec.cpuset(group), cgroup=group, name="train", idle_floor_w=floor_w,
                                record_layers=True)
         self.job.gate, self.job.on_batch = self._gate, self._on_batch
         self.stats: list[BatchStats] = []

@@ -169,7 +169,7 @@ class _Phone:
                                        cfg.request_gap_s)
         table = load_app_table()
         if usage.sessions:
-            self.player = TracePlayer(dev.env, dev.sched, dev.spec, usage.sessions, dev.rng, table=table,
+            self.player = TracePlayer(dev.env, dev.sched, dev.spec, usage.sessions, dev.config.seed, table=table,
                                       recorder=self.rec, set_screen=self.set_screen, until_s=cfg.duration_s)
         if usage.bench_at_s is not None:
             self.bench = WorkBench(dev.env, dev.sched, dev.spec, script(table.tasks, cfg.seed), table.android,
