@@ -46,3 +46,15 @@ def test_a_clients_carry_stays_small(tmp_path):
     req = LocalRequest(client, 1, 3600.0, 2, 16, 3600.0 + 600.0, tl.state_at(3600.0), tl, None)
     out = cost.train(req)
     assert len(pickle.dumps(out.carry)) < 20_000
+
+
+def test_same_summaries_in_process_in_a_pool_and_on_dask(tmp_path):
+    """The policies on the batch model give the same rounds whoever computes them (workers
+    simulate their own memo misses: the simulation is deterministic)."""
+    cfg = CFG.__class__(**{**CFG.__dict__, "policies": ("swan",), "local_steps": 3})
+    bm = BatchModel()
+    outs = []
+    for name, kw in (("serial", {"jobs": 1}), ("pool", {"jobs": 2}), ("dask", {"jobs": 2, "dask_address": "local"})):
+        run_fleet(cfg, PolicyCosts(bm), tmp_path / name, progress=False, **kw)
+        outs.append({f: (tmp_path / name / f).read_bytes() for f in ("rounds.csv", "summary.csv")})
+    assert outs[0] == outs[1] == outs[2]
