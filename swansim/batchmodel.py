@@ -82,11 +82,6 @@ class BatchCost:
     at_temp_c: float                  # the temperature every node was held at
     layer_s: tuple[tuple[int, str, float], ...] = ()   # (layer, phase, seconds) in execution order
 
-    @property
-    def power_total_w(self) -> float:
-        return self.energy_j / self.latency_s
-
-
 @lru_cache(maxsize=1)
 def _catalogue() -> Catalogue:
     return Catalogue.load()
@@ -148,7 +143,8 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
         layer_s=tuple((layer, phase, s) for (layer, phase), s in layer_s.items()))
 
 
-def _simulate_quiet(key: BatchKey) -> BatchCost:
+def _simulate_one(key: BatchKey) -> BatchCost:
+    """A pool worker: one key, layer times included."""
     return simulate_batch(key, record_layers=True)
 
 
@@ -199,7 +195,7 @@ class BatchModel:
         from swansim.runs.pool import run_all
 
         todo = [k for k in dict.fromkeys(keys) if k not in self._memo]
-        for k, c in zip(todo, run_all(_simulate_quiet, [(k,) for k in todo], jobs, desc="batch model",
+        for k, c in zip(todo, run_all(_simulate_one, [(k,) for k in todo], jobs, desc="batch model",
                                       progress=progress)):
             self._memo[k] = c
         self.misses += len(todo)

@@ -1,0 +1,132 @@
+"""The batch model against the full simulation, on every calibration point and over 200 batches.
+
+1. Every calibration point - Swan Fig. 2a/2b (Pixel 3, every choice, schedutil), the ncnn
+   benchmark rows (performance governor) - and the Fig. 2 choices under a thermal cap: the
+   memoised batch (`simulate_batch`: temperatures held at ambient, no thermal governor) against
+   the same batch fully simulated on a phone whose temperatures move (a fresh phone, a warm-up
+   batch, then the measured one). Prints the largest latency and energy disagreement.
+2. Fast-forward: a Pixel 3 in a 35 C room, five minutes of dense load first (it throttles),
+   then 100 batches of ResNet-34 with PyTorch's default and 100 of ShuffleNetV2-x2 on one big
+   core, fully simulated and fast-forwarded: total time, energy and final temperatures, the
+   cap changes on the way, the CPU speed-up and the memo's hit rate.
+
+Run: python experiments/batchmodel_check.py [--jobs 2] [--batches 100] [--out results/batchmodel]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from swansim.batchmodel import BatchKey, BatchModel, FastForward, simulate_batch
+from swansim.device import Device, DeviceConfig
+from swansim.dnn import calibrate as cal
+from swansim.dnn.choices import parse_choice, pytorch_default
+from swansim.dnn.runtime import load_runtime
+from swansim.dnn.tasks import build_task
+from swansim.dnn.training import TrainingJob
+from swansim.hw.profile import Catalogue
+from swansim.runs.calibration import Fig2, Ncnn
+from swansim.runs.pool import run_all
+from swansim.runs.workloads import SustainedGemm
+
+
+def full_batch(key: BatchKey) -> tuple[float, float]:
+    """The batch of ``key`` on a phone as users run it: thermal zone on, temperatures moving,
+    the key's caps imposed as the only cap (no thermal governor changes them)."""
+    dev = Device(DeviceConfig(device=key.device, governor=key.governor, placement=key.placement,
+                              thermal_governor="off" if key.caps_mhz else None))
+    if key.caps_mhz:
+        for p, c in zip(dev.cpufreq, key.caps_mhz):
+            p.set_cap(c)
+    floor = dev.platform.total_power_w
+    job = TrainingJob(dev.env, dev.sched, dev.spec.soc,
+                      build_task(key.model, key.batch, key.input_shape, key.num_classes, key.mode),
+                      load_runtime(key.runtime), key.plan, mode=key.mode, n_batches=key.warmup + key.batches,
+                      idle_floor_w=floor, record_layers=False, cpuset=dev.spec.cpuset(key.group), cgroup=key.group)
+    dev.env.run(until=job.process)
+    rows = job.batch_rows[key.warmup:]
+    return sum(r[3] for r in rows) / len(rows), sum(r[5] for r in rows) / len(rows)
+
+
+def memo_batch(key: BatchKey) -> tuple[float, float]:
+    c = simulate_batch(key, record_layers=False)
+    return c.latency_s, c.net_energy_j
+
+
+def agreement(jobs) -> pd.DataFrame:
+    cat = Catalogue.load()
+    fig2 = Fig2(cat)
+    ncnn = Ncnn(cat, cal.read_ncnn(cat))
+    mid = tuple(c.opp_freq_mhz[len(c.opp_freq_mhz) // 2] for c in cat.device("pixel3").soc.clusters)
+    points = ([("Fig. 2 (schedutil)", k) for k in fig2.keys] + [("ncnn rows (performance)", k) for k in ncnn.keys]
+              + [("Fig. 2, capped at mid OPPs", replace(k, caps_mhz=mid)) for k in fig2.keys])
+    keys = [(k,) for _, k in points]
+    memo = run_all(memo_batch, keys, jobs, desc="batch model")
+    full = run_all(full_batch, keys, jobs, desc="full simulation")
+    rows = []
+    for (where, k), (ml, me), (fl, fe) in zip(points, memo, full):
+        rows.append({"set": where, "device": k.device, "model": k.model, "choice": k.plan.label,
+                     "latency_error_pct": 100 * (ml / fl - 1), "energy_error_pct": 100 * (me / fe - 1)})
+    return pd.DataFrame(rows)
+
+
+def fast_forward(n: int) -> dict:
+    cfg = DeviceConfig("pixel3", ambient_c=35.0)
+    soc = Catalogue.load().device("pixel3").soc
+    jobs = [("resnet34", pytorch_default(soc)), ("shufflenet_v2_x2_0", parse_choice("4", soc))]
+
+    def preheated():
+        d = Device(cfg)
+        SustainedGemm(d, list(d.spec.soc.big_cpus), 300.0, 5e9)
+        d.run(300.0)
+        return d, (d.env.now, d.platform.total_energy_j, len(d.thermal.cap_log))
+
+    full, (t0, e0, c0) = preheated()
+    cpu0 = time.process_time()
+    for model, choice in jobs:
+        job = TrainingJob(full.env, full.sched, soc, build_task(model), load_runtime("pytorch"), choice,
+                          n_batches=n, record_layers=False)
+        full.env.run(until=job.process)
+    full.sched.sync()
+    full_cpu = time.process_time() - cpu0
+    ff, (u0, f0, d0) = preheated()
+    bm = BatchModel()
+    cpu0 = time.process_time()
+    for model, choice in jobs:
+        FastForward(ff, bm, BatchKey("pixel3", model, choice)).run_batches(n)
+    ff.sched.sync()
+    ff_cpu = time.process_time() - cpu0
+    out = {"batches": 2 * n, "full_time_s": full.env.now - t0, "ff_time_s": ff.env.now - u0,
+           "full_energy_j": full.platform.total_energy_j - e0, "ff_energy_j": ff.platform.total_energy_j - f0,
+           "full_cap_changes": len(full.thermal.cap_log) - c0, "ff_cap_changes": len(ff.thermal.cap_log) - d0,
+           "cpu_speedup": full_cpu / ff_cpu, "memo_hit_rate": bm.hit_rate, "memo_misses": bm.misses}
+    for node, a, b in zip(full.platform.thermal.nodes, full.platform.thermal.temp_c, ff.platform.thermal.temp_c):
+        out[f"full_{node}_c"], out[f"ff_{node}_c"] = float(a), float(b)
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--batches", type=int, default=100)
+    ap.add_argument("--out", default="results/batchmodel")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df = agreement(args.jobs)
+    df.to_csv(out / "agreement.csv", index=False)
+    worst = df.assign(lat=df["latency_error_pct"].abs(), en=df["energy_error_pct"].abs()).groupby("set").agg(
+        points=("lat", "size"), worst_latency_pct=("lat", "max"), worst_energy_pct=("en", "max"))
+    print(worst.to_string(float_format=lambda x: f"{x:.2f}"))
+    ff = fast_forward(args.batches)
+    pd.DataFrame([ff]).to_csv(out / "fastforward.csv", index=False)
+    for k, v in ff.items():
+        print(f"{k:>24}: {v:.4g}" if isinstance(v, float) else f"{k:>24}: {v}")
+
+
+if __name__ == "__main__":
+    main()
