@@ -18,7 +18,7 @@ import pandas as pd
 import swansim
 from swansim.plots import adaptation_timeline
 from swansim.results import write_manifest
-from swansim.runs.pool import run_all
+from swansim.pool import run_all
 
 DEVICE, MODEL = "pixel3", "resnet34"
 BENCH_AT_S = 120.0      # after swan has explored every choice once (about 115 s on a Pixel 3)

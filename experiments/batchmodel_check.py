@@ -30,7 +30,7 @@ from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
 from swansim.hw.profile import Catalogue
 from swansim.runs.calibration import Fig2, Ncnn
-from swansim.runs.pool import run_all
+from swansim.pool import run_all
 from swansim.runs.workloads import SustainedGemm
 
 

@@ -31,7 +31,7 @@ from swansim.dnn.runtime import RUNTIME_DIR, get_path, load_runtime, with_paths
 from swansim.dnn.tasks import task
 from swansim.hw.profile import Catalogue
 from swansim.runs.calibration import Fig2, Ncnn
-from swansim.runs.pool import check_jobs
+from swansim.pool import check_jobs
 
 
 def report(title: str, residuals) -> None:

@@ -32,7 +32,7 @@ from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import load_runtime
 from swansim.hw.profile import Catalogue
 from swansim.runs.calibration import Fig2, Ncnn
-from swansim.runs.pool import run_all
+from swansim.pool import run_all
 from swansim.runs.scenarios import PAPER_FIG3_DROP_PCT, fig3_drop_pct
 
 LEDGER = cal.DATA_DIR / "ledger.csv"

@@ -40,7 +40,7 @@ from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import Catalogue
-from swansim.runs.pool import run_all
+from swansim.pool import run_all
 
 DEVICES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 VARIANTS = ("reference", "group=foreground", "wait=libomp", "upmigrate=71/65", "upmigrate=80/80",

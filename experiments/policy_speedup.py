@@ -12,7 +12,7 @@ Also writes swan-layer's per-layer plans (plans.csv: per layer and pass, the cho
 and the latency the policy measured on every choice it explored) - the explanation of the
 per-layer gains.
 
-    .venv/bin/python experiments/policy_speedup.py [--jobs N]   # -> results/policies/
+    .venv/bin/python experiments/policy_speedup.py [--jobs N]   # -> results/policies/speedup/
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from swansim.dnn.choices import enumerate_choices
 from swansim.plots import policy_gains
 from swansim.policies.swan_layer import step_latency_s
 from swansim.results import write_manifest
-from swansim.runs.pool import run_all
+from swansim.pool import run_all
 
 DEVICES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 MODELS = ("resnet34", "shufflenet_v2_x2_0", "mobilenet_v2")

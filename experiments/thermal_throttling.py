@@ -1,4 +1,4 @@
-"""Thermal throttling under sustained dense load, every phone profile: CSV + PNG under results/thermal/.
+"""Thermal throttling under sustained dense load, every device profile but the generic chassis: CSV + PNG under results/thermal/.
 
 Dense FP32 on all big cores, then on the little cores, 30 simulated minutes each, with the
 profile's cpufreq (schedutil) and thermal governors. Writes per run a timeline (temperatures,

@@ -1,4 +1,5 @@
-"""How much the simulated Fig. 3 drop depends on the app models' L3 figures (nothing is fitted).
+"""How much the simulated Fig. 3 drop depends on the app models' L3 figures (assumptions chosen
+with the Pixel 3 ResNet-34 point in view: that point is calibration, the other four validate).
 
     python experiments/ux_l3_sensitivity.py [--device pixel3] [--model resnet34]
 

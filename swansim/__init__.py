@@ -1,6 +1,6 @@
 """swansim: a discrete-event simulator of smartphone SoCs training DNNs in the background.
 
-The public API for experiment scripts (each returns tidy pandas DataFrames)::
+The public API for experiment scripts (tidy pandas DataFrames; `run` returns a RunResult of them)::
 
     import swansim
     df = swansim.landscape("pixel3", "shufflenet_v2_x2_0")     # every execution choice

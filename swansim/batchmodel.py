@@ -192,7 +192,7 @@ class BatchModel:
 
     def prefill(self, keys, jobs: int | None = None, progress: bool = True) -> None:
         """Simulate every key not in the memo yet, over a process pool."""
-        from swansim.runs.pool import run_all
+        from swansim.pool import run_all
 
         todo = [k for k in dict.fromkeys(keys) if k not in self._memo]
         for k, c in zip(todo, run_all(_simulate_one, [(k,) for k in todo], jobs, desc="batch model",

@@ -1,14 +1,16 @@
-"""One simulated phone: a SimPy environment wired to the silicon, the kernel and the workloads.
+"""One simulated phone: a SimPy environment wired to the silicon and the kernel.
 
-Components are built here and wired explicitly (desmod style); probes are attached from
-outside through `platform.probes`. Everything random draws from `device.rng`, seeded from the
-flat `DeviceConfig`, so the same config gives the same run anywhere.
+Components are built here and wired explicitly (desmod style): platform, scheduler, cpufreq
+policies, the thermal zone and the battery; runs start the owner's apps and the training job
+on it (swansim.runs, swansim.batchmodel, swansim.fleet). Probes are attached from outside
+(`platform.probes`, `sched.on_replan`, `thermal.on_cap_change`). Nothing here draws random
+numbers: each consumer keys its own stream by ``config.seed`` (common random numbers), so the
+same config gives the same run anywhere.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
 
 from swansim.errors import InputError
 from swansim.hw.battery import CHARGER_POWER_W, Battery
@@ -50,7 +52,6 @@ class Device:
             spec = replace(spec, ambient_c=config.ambient_c)
         self.spec = spec
         self.env = Environment()
-        self.rng = np.random.default_rng(config.seed)
         self.platform = Platform(spec, screen_on=config.screen_on, frozen_temps=config.frozen_temps)
         if config.placement != AUTO and config.placement not in PLACEMENTS:
             raise InputError("config", "placement",

@@ -37,7 +37,7 @@ def tripwire():
     def trip(*_a, **_kw):
         raise WorkStarted
     with mock.patch("simpy.Environment.run", trip), mock.patch("swansim.apps.synth.synthesize", trip), \
-            mock.patch("swansim.runs.pool.ProcessPoolExecutor", trip):
+            mock.patch("swansim.pool.ProcessPoolExecutor", trip):
         yield
 
 

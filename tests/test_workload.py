@@ -205,9 +205,12 @@ def test_more_flops_never_less_time(label, batch, shape):
 
 
 @settings(max_examples=6, deadline=None)
-@given(st.sampled_from(PAPER), st.floats(0.3, 1.0))
+@given(st.sampled_from(("0", "4")), st.floats(0.3, 1.0))
 def test_lower_frequency_never_faster(label, scale):
-    """A lower cap never makes a batch faster (performance governor: the cap is the clock)."""
+    """A lower cap never makes a one-thread batch faster (performance governor: the cap is the
+    clock). Not an invariant of teams: a waiting thread spins for a number of polls, so at a
+    lower clock it spins longer, sleeps less and skips wake-ups (a 4567 team at 0.625 x f_max
+    is 3% faster on a tiny ResNet-34 batch)."""
     top = tuple(c.fmax_mhz for c in PIXEL3.clusters)
     fast = _at(label, batch=4, input_shape=(1, 32, 32), caps=top)
     slow = _at(label, batch=4, input_shape=(1, 32, 32), caps=tuple(f * scale for f in top))

@@ -17,7 +17,7 @@ with the same seed: the per-step work factors are drawn before the run starts, s
 load never changes what the benchmark asks for, only how long it takes.
 
 Layering: drives a scheduler like every app model; knows nothing of devices or training
-(`swansim.scenarios.work_score` combines them).
+(`swansim.runs.scenarios.work_score` combines them).
 """
 from __future__ import annotations
 

@@ -48,6 +48,13 @@ def run(args) -> int:
                     bench_at_s=args.bench_at, seed=args.seed, overrides=tuple(overrides))
     if args.request_batches is not None:
         cfg = replace(cfg, request_batches=args.request_batches)
+    from swansim import checks
+    from swansim.hw.profile import Catalogue
+
+    cfg.check(Catalogue.load())
+    checks.out_dir(args.out)                      # both outputs can be written, before the run
+    if args.perfetto:
+        checks.out_file(args.perfetto, "--perfetto")
     result = run_policy(cfg, trace_detail=args.perfetto is not None)
     if args.perfetto:
         from swansim.runs.perfetto import write_perfetto

@@ -10,7 +10,7 @@ from swansim.cli.common import add_jobs, out_under, split_names
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("thermal", help="sustained dense load per phone: DVFS, throttling, temperatures")
     p.add_argument("--out", default="results", help="output directory; runs go to OUT/thermal (default: %(default)s)")
-    p.add_argument("--devices", default=None, help="comma-separated profiles (default: every phone profile)")
+    p.add_argument("--devices", default=None, help="comma-separated profiles (default: every device profile but the generic chassis)")
     p.add_argument("--minutes", type=float, default=30.0, help="simulated minutes per run (default: %(default)s)")
     p.add_argument("--sample-s", type=float, default=1.0, help="timeline sample period (default: %(default)s)")
     p.add_argument("--governor", default="schedutil", help="cpufreq governor (default: %(default)s)")

@@ -60,7 +60,7 @@ class PolicyCost:
     def __init__(self, model: str, policy: str, batch_model: BatchModel | None = None, runtime: str = "pytorch",
                  fast_forward: bool = True):
         if model not in SWAN_TASKS:
-            raise InputError("--model", "model", f"unknown task {model!r} (known: {', '.join(SWAN_TASKS)})")
+            raise InputError("--model", model, f"not a Swan task (known: {', '.join(SWAN_TASKS)})")
         self.policy_cls = policy_class(policy)
         self.model, self.policy_name, self.runtime = model, policy, runtime
         self.fast_forward = fast_forward   # False: every batch fully simulated (the validation path)
@@ -261,23 +261,26 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     """`swansim.fleet.run.run_fleet` with the policies on the batch model: the memo is loaded
     from ``out_dir/batch-memo.pkl`` (when the code and profiles that computed it are these),
     filled with `likely_keys` over a process pool, and saved back after the run."""
-    from pathlib import Path
 
-    from swansim.fleet.run import build_population, run_fleet, validate
-    from swansim.runs.pool import check_jobs
+    from swansim import checks
+    from swansim.fleet.run import _check_run, build_population, run_fleet, validate
+    from swansim.pool import check_jobs
 
     validate(config)
     jobs = check_jobs(jobs)
+    _check_run(jobs, dask_address, out_dir)
+    costs = PolicyCosts(BatchModel(max_entries=1 << 16))
     for p in config.policies:
-        policy_class(p, "--policies")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+        if policy_class(p, "--policies").needs_oracle:
+            raise InputError("--policies", p, "needs every phone's true latencies up front; not a fleet policy")
+        costs(config.model, p)   # an unknown model or policy fails here, before any simulation
+    out = checks.out_dir(out_dir)
     memo_path = out / "batch-memo.pkl"
-    bm = BatchModel(max_entries=1 << 16)
+    bm = costs.batch_model
     bm.load(memo_path)
     devices = sorted(set(build_population(config).devices))
     bm.prefill(likely_keys(devices, config.model), jobs, progress)
     bm.save(memo_path)
-    result = run_fleet(config, PolicyCosts(bm), out, jobs=jobs, dask_address=dask_address, progress=progress)
+    result = run_fleet(config, costs, out, jobs=jobs, dask_address=dask_address, progress=progress)
     bm.save(memo_path)   # with what this process simulated on the way (workers keep theirs)
     return result, bm

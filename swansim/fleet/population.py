@@ -10,7 +10,7 @@ fleet has 10 or 10,000 clients and whichever process draws it. The other streams
 (task data, selection, cost) use the same scheme with their own first key.
 
 Memory: base-user traces are stored once (:class:`~swansim.fleet.availability.UserTraces`);
-a client is a row of five small arrays (phone, base user, shift, data size) and
+a client is a row of four small arrays (phone, base user, shift, data size) and
 :meth:`Population.client` builds its record on demand. :attr:`Population.nbytes` reports both
 parts.
 """

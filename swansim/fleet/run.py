@@ -131,11 +131,13 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None) -> None:
         raise InputError(WHERE, "policies", f"duplicate names in {', '.join(c.policies)}")
     if c.baseline and c.baseline not in c.policies:
         raise InputError(WHERE, "baseline", f"{c.baseline!r} is not among the policies ({', '.join(c.policies)})")
-    _int(c.clients, "clients", 1)
+    # bounds: a typo must not start a run of days (2,400 clients x 100 rounds x 3 tasks is the
+    # paper-scale run; 100,000 clients or 10,000 rounds is far beyond it)
+    _int(c.clients, "clients", 1, 100_000)
     _int(c.per_round, "per_round", 1, c.clients)
     _float(c.overcommit, "overcommit", 1.0)
-    _int(c.rounds, "rounds", 1)
-    _int(c.local_steps, "local_steps", 1)
+    _int(c.rounds, "rounds", 1, 10_000)
+    _int(c.local_steps, "local_steps", 1, 1_000)
     _int(c.batch_size, "batch_size", 1)
     _float(c.learning_rate, "learning_rate", 0.0, lo_open=True)
     _float(c.deadline_s, "deadline_s", 0.0, lo_open=True)

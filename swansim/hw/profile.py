@@ -661,6 +661,7 @@ def _kernel(t: _Table, soc: SocSpec) -> KernelSpec:
         g = st.sub(name)
         stune[name] = StuneGroup(boost_pct=g.num("boost_pct", -100, 100, "%") if "boost_pct" in g.data else 0.0,
                                  prefer_idle=g.flag("prefer_idle", False), colocate=g.flag("colocate", False))
+        g.done()
     names = {c.name: c for c in soc.clusters}
     ctl = []
     cc = t.sub("core_ctl", required=False, sourced=False)
@@ -677,8 +678,9 @@ def _kernel(t: _Table, soc: SocSpec) -> KernelSpec:
             nr_prev_assist_thresh=c.int("nr_prev_assist_thresh", 0, 1000, required=False))
         if item.busy_down_pct > item.busy_up_pct:
             raise c.err("busy_down_pct", f"{item.busy_down_pct} is above busy_up_pct ({item.busy_up_pct})")
+        c.done()
         ctl.append(item)
-    return KernelSpec(
+    spec = KernelSpec(
         flavour=t.str("flavour", choices=SCHED_FLAVOURS),
         window_ms=t.num("walt_window_ms", 1, 1000, "ms"),
         hist_size=t.int("walt_hist_size", 1, 8),
@@ -690,6 +692,8 @@ def _kernel(t: _Table, soc: SocSpec) -> KernelSpec:
         schedutil_down_rate_limit_us=t.num("schedutil_down_rate_limit_us", 0, 1e6, "us"),
         schedtune=stune, core_ctl=tuple(sorted(ctl, key=lambda x: names[x.cluster].cpus[0])),
     )
+    t.done(also=("schedtune", "core_ctl"))
+    return spec
 
 
 def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None = None) -> DeviceSpec:
@@ -709,10 +713,12 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
     for k, v in cs.data.items():
         if k == "sources" or soc_override:  # a chassis's cpusets do not fit another SoC
             continue
+        if k not in ANDROID_GROUPS:
+            raise cs.err(k, f"not an Android group{did_you_mean(k, ANDROID_GROUPS)} (known: {', '.join(ANDROID_GROUPS)})")
         ids = cs.ints(k, 0, soc.n_cpus - 1)
         cs._need_source(k)
         cpusets[k] = ids
-    cs.done(also=tuple(cs.data))   # any name is a cpuset
+    cs.done(also=tuple(cs.data))   # each name checked above
     if soc_override:
         cpusets = _generic_cpusets(soc)
     for need in ("top_app", "background"):

@@ -37,7 +37,8 @@ Assumptions, stated:
   whatever its frequency, as in the formula above. Mainline PELT scales running time by
   f_cur/f_max (frequency invariance), which makes the climb from a low OPP go in ~1.25x steps;
   ``Schedutil(invariant=True)`` models that (the busy target becomes f_cur/f_max).
-- util_est, uclamp, iowait boost and the 4 ms tick are not modelled. When a thermal cap
+- util_est, uclamp and iowait boost are not modelled; the tick only as the HZ=300 grid on
+  which a crossing is seen. When a thermal cap
   changes the governor re-evaluates at once, ignoring the rate limit, as Linux does through
   ``need_freq_update`` in sugov_limits().
 """

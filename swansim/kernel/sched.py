@@ -37,11 +37,13 @@ a change, never a tick. Work may end in a callback instead of an event (``run(on
 the callback runs inside the replan, so a thread that finishes and at once starts its next
 piece (or spins at a barrier) costs one replan, not two.
 
-Weights follow CFS (nice 0 = 1024, each nice step ~1.25x). Placement is pluggable: the
-default, `WakeupPlacement`, behaves like Linux (running threads stay; waking threads take idle
-cores, biggest first; idle cores pull threads that would run faster); `place_for_throughput`
-re-places every unpinned thread at every change where it gets most throughput. Pinned
-threads stay where they are pinned.
+Weights follow CFS (nice 0 = 1024, each nice step ~1.25x). Placement is pluggable
+(`PLACEMENTS`): `wakeup` (`WakeupPlacement`: running threads stay; waking threads take idle
+cores, biggest first; idle cores pull threads that would run faster), `eas` (the same with
+EAS's capacity fit), `walt` and `walt-nocorectl` (`WaltPlacement`: the vendor kernels' windowed
+demand, up/downmigrate margins, schedtune boost and core_ctl, from the phone profile's
+`[kernel]` table), `throughput` (greedy re-placement). A device asks for "auto": `walt` where
+its profile has a `[kernel]` table, else `wakeup`. Pinned threads stay where they are pinned.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from swansim.dnn.choices import Choice, enumerate_choices, parse_choice
 from swansim.dnn.runtime import Runtime
 from swansim.dnn.tasks import FIG2_TASKS
 from swansim.hw.profile import Catalogue
-from swansim.runs.pool import run_all
+from swansim.pool import run_all
 
 FIG2_DEVICE = "pixel3"
 

@@ -9,7 +9,7 @@ the same phone running the benchmark without training. ``sets`` sweep profile fi
 dotted path (`swansim.runs.overrides`); each gets a column.
 
 The oracle's knowledge (every choice's true latency, per device, model and swept figures) is
-measured first. All runs go over `swansim.runs.pool.run_all`; finished rows are written to
+measured first. All runs go over `swansim.pool.run_all`; finished rows are written to
 ``compare.csv`` as they arrive (in configuration order), so an interrupted sweep keeps them.
 """
 from __future__ import annotations
@@ -20,9 +20,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from swansim import checks
+
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
-from swansim.runs.pool import check_jobs, run_all
+from swansim.pool import check_jobs, run_all
 from swansim.runs.driver import REQUEST_BATCHES
 from swansim.runs.run import RunConfig, measure_choice, oracle_tasks, run_policy
 from swansim.runs.usage import usage_of
@@ -91,9 +93,7 @@ def compare_frame(cfg: CompareConfig, out: Path | str | None = None, jobs: int |
     with ``out``, ``compare.csv`` (kept up to date as rows finish) and a manifest there."""
     runs = cfg.check(Catalogue.load())
     check_jobs(jobs)
-    out = Path(out) if out is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+    out = checks.out_dir(out) if out is not None else None
 
     # the oracle's knowledge: every choice's true latency, once per device, model and swept values
     keys = sorted({(rc.device, rc.model, rc.runtime, rc.overrides) for rc in runs if rc.policy == "oracle"})

@@ -27,7 +27,7 @@ from swansim.fleet.run import FleetConfig
 from swansim.hw.profile import Catalogue
 from swansim.results import write_manifest
 from swansim.runs.landscape import landscape_frame
-from swansim.runs.pool import check_jobs, run_all
+from swansim.pool import check_jobs, run_all
 from swansim.runs.scenarios import TrainingBackground, work_score
 from swansim.runs.thermal import LOADS, check_minutes, run_one, sensor_for
 
@@ -47,7 +47,7 @@ class DemoConfig:
         checks.seed(self.seed)
         check_minutes(self.thermal_minutes, "--thermal-minutes")
         checks.number(self.policy_s, "--policy-s", 10.0, 3600.0, "of seconds")
-        checks.integer(self.fleet_clients, "--fleet-clients", 24, 100_000)
+        checks.integer(self.fleet_clients, "config", 24, 100_000)
         checks.integer(self.fleet_rounds, "--fleet-rounds", 1, 10_000)
 
 

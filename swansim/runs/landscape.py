@@ -36,7 +36,7 @@ from swansim.errors import InputError
 from swansim.hw.profile import ANDROID_GROUPS, TOP_APP, Catalogue
 from swansim.kernel.cpufreq import GOVERNORS
 from swansim.results import write_manifest
-from swansim.runs.pool import check_jobs, run_all
+from swansim.pool import check_jobs, run_all
 
 COLUMNS = ["choice", "kind", "cores", "threads", "clusters", "latency_s", "energy_j", "power_w", "speedup",
            "energy_vs_baseline", "baseline"]

@@ -76,7 +76,7 @@ class RunConfig:
             if self.bench_at_s is None:
                 raise InputError("--duration", "duration_s", "a run without a duration needs a benchmark session (--bench-at)")
         else:
-            _positive("--duration", "duration_s", self.duration_s, 7 * 86400.0)
+            _positive("--duration", "duration_s", self.duration_s, 6 * 3600.0)   # hours of simulation: a fleet's job beyond
         if self.bench_at_s is not None and not (isinstance(self.bench_at_s, (int, float)) and
                                                 0.0 <= self.bench_at_s < (self.duration_s or math.inf)):
             raise InputError("--bench-at", "bench_at_s", f"must be in 0..duration s, got {self.bench_at_s!r}")
@@ -335,8 +335,8 @@ def oracle_tasks(device: str, model: str, runtime: str = "pytorch", overrides: t
 def true_latencies(device: str, model: str, runtime: str = "pytorch", overrides: tuple = (),
                    jobs: int | None = 1) -> dict[str, float]:
     """The batch latency of every choice (and PyTorch's default) on an idle phone, by label:
-    a landscape (`swansim.runs.landscape.measure`: warm-up batch, then the measured ones)."""
-    from swansim.runs.pool import run_all
+    a landscape (each choice's `swansim.batchmodel.simulate_batch` latency, what a landscape row is)."""
+    from swansim.pool import run_all
 
     tasks = oracle_tasks(device, model, runtime, overrides)
     lats = run_all(measure_choice, tasks, jobs, desc=f"oracle {device} {model}", progress=False)

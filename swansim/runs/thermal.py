@@ -20,7 +20,7 @@ from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import GOVERNORS
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS
 from swansim.results import write_manifest
-from swansim.runs.pool import check_jobs, run_all
+from swansim.pool import check_jobs, run_all
 from swansim.runs.workloads import SustainedGemm
 
 LOADS = ("big", "little")

@@ -33,7 +33,7 @@ from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import Catalogue
 from swansim.kernel.sched import AUTO, PLACEMENTS
 from swansim.results import write_manifest
-from swansim.runs.pool import check_jobs, run_all
+from swansim.pool import check_jobs, run_all
 from swansim.runs.scenarios import (PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, app_jank,
                                     reference_times, run_workbench)
 
