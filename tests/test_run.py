@@ -37,9 +37,11 @@ def test_on_an_idle_phone_swan_is_never_faster_than_the_oracle(oracle_latencies)
 
 def test_swan_steps_down_when_an_app_competes_and_back_up_two_minutes_later():
     # requests of 10 batches: 4567 explored in the first (4.06 s a batch), 456 in the second; the
-    # owner's benchmark (a pool of one thread per core while photo editing) starts at 60 s, on 4567
+    # owner's benchmark (a pool of one thread per core while photo editing) starts at 60 s, on 4567.
+    # Under the Pixel 3's WALT placement it slows AlexNet's batches by at most 7% (MobileNetV2's by
+    # 31%), under the paper's 1.1x: the adaptation is checked here at 1.05x.
     cfg = RunConfig(device="pixel3", model=MODEL, policy="swan", duration_s=282.0, bench_at_s=60.0,
-                    request_batches=10)
+                    request_batches=10, policy_args=(("slowdown_factor", 1.05),))
     r = run_policy(cfg)
     b, d = r.batches, r.decisions
     down = d[d["kind"] == "step_down"]

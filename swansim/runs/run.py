@@ -155,8 +155,10 @@ class _Phone:
     ``policy`` is None, the policy's training job."""
 
     def __init__(self, cfg: RunConfig, spec: DeviceSpec, usage: Usage, policy: Policy | None, trace_detail: bool):
-        placement = (policy.placement if policy is not None else None) or "wakeup"
-        self.dev = dev = Device(DeviceConfig(device=cfg.device, seed=cfg.seed, placement=placement,
+        # the phone's own kernel (DeviceConfig's default, as landscape and the batch model boot it)
+        # unless the policy needs another placement
+        placement = {"placement": policy.placement} if policy is not None and policy.placement else {}
+        self.dev = dev = Device(DeviceConfig(device=cfg.device, seed=cfg.seed, **placement,
                                              screen_on=cfg.screen_on, initial_soc_pct=usage.battery_pct,
                                              charging=usage.charging[0][1]), spec=spec)
         self.rec = UxRecorder()
