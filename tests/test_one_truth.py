@@ -57,6 +57,20 @@ def test_one_warmup_for_the_owners_benchmark():
     assert ux.UxConfig().warmup_s == scenarios.WARMUP_S
 
 
+def test_a_run_and_the_batch_model_boot_the_same_kernel():
+    """PyTorch's default on the OnePlus 8 depends on the kernel (WALT and core_ctl put the
+    unpinned team on the little cores, 3.5 s a ResNet-34 batch against 0.4 s on 4567): the
+    policy runs and the batch model (landscape, fleet) must agree on it."""
+    from swansim.batchmodel import BatchKey, simulate_batch
+    from swansim.runs.run import RunConfig, run_policy
+
+    soc = CAT.device("oneplus8").soc
+    cost = simulate_batch(BatchKey("oneplus8", "resnet34", pytorch_default(soc)), record_layers=False)
+    r = run_policy(RunConfig(device="oneplus8", model="resnet34", policy="pytorch-default", duration_s=12.0),
+                   subtract_background=False)
+    assert r.batches["latency_s"].iloc[1:].mean() == pytest.approx(cost.latency_s, rel=0.02)
+
+
 def _literals(tree):
     for node in ast.walk(tree):
         if isinstance(node, ast.Tuple) and all(isinstance(e, ast.Constant) for e in node.elts):
