@@ -72,7 +72,22 @@ class FixedCost:
         return LocalOutcome(True, req.n_batches, end - req.start_s, (end - req.start_s) * self.power_w, carry=1)
 
 
+@dataclass(frozen=True)
+class SharingCost(FixedCost):
+    """Reports its client to the coordinator and is faster once its phone model has a pool,
+    so results depend on the pool (a resumed or parallel run must hand out the same one)."""
+
+    def train(self, req):
+        o = FixedCost.train(self, req)
+        if not o.admitted:
+            return o
+        k = 0.8 if req.shared else 1.0
+        return replace(o, duration_s=o.duration_s * k, energy_j=o.energy_j * k,
+                       carry=(req.round, dict(req.shared or {})), shared={"first": req.client.index})
+
+
 POLICIES = {
+    "sharing": SharingCost(),
     "steady": FixedCost(),
     "idle": FixedCost(power_w=1.0, charging_only=True),
     "burn": FixedCost(power_w=1500.0),   # absurd on purpose: drains any phone within a round
@@ -497,8 +512,31 @@ def _files(d: Path) -> dict[str, bytes]:
     return {f: (d / f).read_bytes() for f in RESULT_FILES}
 
 
+def test_the_coordinator_pools_reports_per_phone_model_from_the_next_round(tmp_path):
+    from swansim.fleet.run import _checkpoint_path, build_population
+
+    cfg = small_config(policies=("sharing",), rounds=3)
+    run_fleet(cfg, make_cost, tmp_path / "on", progress=False)
+    st = pickle.loads(_checkpoint_path(tmp_path / "on", "sharing").read_bytes())["state"]
+    pop = build_population(cfg)
+    assert st.shared and set(st.shared) <= set(pop.devices)
+    model = {i: pop.devices[pop.device_idx[i]] for i in range(len(pop))}
+    for device, pool in st.shared.items():
+        assert model[pool["first"]] == device        # a report goes to its own phone model's pool
+    for client, (r, seen) in st.carry.items():
+        if r == 1:
+            assert seen == {}                         # nothing is shared before the first round ends
+        else:
+            assert seen in ({}, st.shared[model[client]])
+    assert any(seen for _, seen in st.carry.values())
+    off = run_fleet(replace(cfg, share_profiles=False), make_cost, tmp_path / "off", progress=False)
+    on = pd.read_csv(tmp_path / "on" / "rounds.csv")
+    assert off.rounds["round_s"].iloc[0] == on["round_s"].iloc[0]
+    assert off.rounds["round_s"].iloc[1:].sum() > on["round_s"].iloc[1:].sum()
+
+
 def test_same_seed_same_bytes_in_process_in_a_pool_and_on_dask(tmp_path):
-    cfg = small_config(policies=("steady", "idle"), rounds=3)
+    cfg = small_config(policies=("steady", "idle", "sharing"), rounds=3)
     run_fleet(cfg, make_cost, tmp_path / "serial", jobs=1, progress=False)
     run_fleet(cfg, make_cost, tmp_path / "pool", jobs=2, progress=False)
     run_fleet(cfg, make_cost, tmp_path / "dask", jobs=2, dask_address="local", progress=False)
@@ -512,7 +550,7 @@ def test_same_seed_same_bytes_in_process_in_a_pool_and_on_dask(tmp_path):
 
 
 def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
-    cfg = small_config(policies=("steady", "idle"), rounds=5)
+    cfg = small_config(policies=("steady", "sharing"), rounds=5)
     whole = run_fleet(cfg, make_cost, tmp_path / "whole", progress=False)
     with pytest.raises(Interrupt):
         run_fleet(cfg, interrupting_cost(after_round=2), tmp_path / "cut", progress=False)

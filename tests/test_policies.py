@@ -117,6 +117,21 @@ def test_swan_never_explores_unless_idle_and_discharging(kw):
     assert w.plans[-1][1] == "explore"
 
 
+def test_a_charging_swan_trains_on_what_a_coordinator_shares_and_offers_what_it_measured():
+    donor = explored_swan()
+    shared = donor.policy.offer()
+    assert set(shared) == set(SPACE)
+    w = World(make_policy("swan"), RESNET, RESNET_J)
+    w.policy.adopt({c: p for c, p in shared.items() if c.label != "45"})
+    w.run(3, charging=True)
+    # never explored itself (charging), yet on the fastest shared choice, not the cheapest
+    assert all(why == "train" for _, why in w.plans) and {p.label for p, _ in w.plans} == {"4567"}
+    assert any(d.kind == "select" and "coordinator" in d.detail for d in w.policy.decisions)
+    w.run(20 * 2)   # idle: it explores only what nobody shared
+    assert [p.label for p, why in w.plans if why == "explore"] == ["45", "45"]
+    assert make_policy("pytorch-default").offer() == {}
+
+
 def test_exploration_abandoned_when_the_owner_interrupts_it():
     w = World(make_policy("swan"), RESNET, RESNET_J)
     w.step()                                   # first exploration batch of 4567

@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-accuracy", type=float, default=None, help="time-to-accuracy target (default: 0.35)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trace", default="synthetic", help="'synthetic', a trace directory, a FLASH .json or a FedScale pickle")
+    p.add_argument("--no-share-profiles", dest="share_profiles", action="store_false",
+                   help="no coordinator: each phone explores every choice itself")
     p.add_argument("--dask", default=None, metavar="ADDR", help="run on Dask distributed ('local' for a local cluster)")
     p.add_argument("--format", choices=("table", "csv"), default="table")
     p.add_argument("--out", required=True, help="output directory (resumable: run again to continue)")
@@ -30,11 +32,12 @@ def run(args) -> int:
     import sys
     from dataclasses import replace
 
-    from swansim.fleet.local import run_policy_fleet
+    from swansim.fleet.local import memo_report, run_policy_fleet
     from swansim.fleet.run import FleetConfig
 
     cfg = FleetConfig(model=args.model, policies=split_names(args.policies) or (), clients=args.clients,
-                      per_round=args.per_round, rounds=args.rounds, seed=args.seed, trace=args.trace)
+                      per_round=args.per_round, rounds=args.rounds, seed=args.seed, trace=args.trace,
+                      share_profiles=args.share_profiles)
     if args.local_steps is not None:
         cfg = replace(cfg, local_steps=args.local_steps)
     if args.target_accuracy is not None:
@@ -44,5 +47,5 @@ def run(args) -> int:
         result.summary.to_csv(sys.stdout, index=False)
     else:
         print(result.summary.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-        print(f"batch model: {len(bm)} batches simulated ahead; wrote {result.out_dir}/")
+        print(f"{memo_report(result, bm)}; wrote {result.out_dir}/")
     return 0

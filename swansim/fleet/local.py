@@ -91,6 +91,10 @@ class PolicyCost:
         p = dev.platform
         floor_w = p.total_power_w - p.charging_loss_w   # idle, screen off: what a batch's energy is net of
         policy, t0 = phone.policy, request.start_s
+        if request.shared:
+            policy.adopt(request.shared)
+        bm = self.batch_model
+        hits0, misses0 = bm.hits, bm.misses
         energy, done, history = 0.0, 0, []
         for k in range(request.n_batches):
             now = t0 + dev.env.now
@@ -127,9 +131,10 @@ class PolicyCost:
         phone.time_s = t0 + dev.env.now
         phone.request += 1
         policy.decisions.clear()   # the fleet keeps no decision log; carry stays small
+        lookups = (bm.hits - hits0, bm.misses - misses0)
         if done == 0:
-            return LocalOutcome(False, carry=phone)
-        return LocalOutcome(True, done, dev.env.now, energy, carry=phone)
+            return LocalOutcome(False, carry=phone, shared=policy.offer(), lookups=lookups)
+        return LocalOutcome(True, done, dev.env.now, energy, carry=phone, shared=policy.offer(), lookups=lookups)
 
     # -- the phone ------------------------------------------------------------------------------
 
@@ -254,6 +259,15 @@ def likely_keys(devices, model: str, runtime: str = "pytorch") -> list[BatchKey]
         for c in (*enumerate_choices(soc, mixed=False), pytorch_default(soc)):
             keys += [BatchKey(d, model, c, runtime=runtime, warmup=w) for w in (0, 1)]
     return keys
+
+
+def memo_report(result, batch_model: BatchModel) -> str:
+    """One line on the batch model: what was simulated ahead, and the rounds' hits and misses
+    (summed over every process that ran a request)."""
+    hits, misses = result.lookups
+    rate = hits / (hits + misses) if hits + misses else float("nan")
+    return (f"batch model: {len(batch_model)} batches simulated ahead; in the rounds {hits} lookups hit and "
+            f"{misses} batches were simulated (hit rate {rate:.1%})")
 
 
 def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str | None = None,

@@ -69,6 +69,7 @@ class LocalRequest:
     state: ClientState       # the client's state at ``start_s``
     timeline: Timeline       # its traced states over time (what happens during the training)
     carry: Any               # what the last outcome of this client returned as ``carry`` (None at first)
+    shared: Any = None       # what clients of its phone model shared so far (``LocalOutcome.shared``), or None
 
     def seed_sequence(self) -> np.random.SeedSequence:
         """A stream for this client and round, the same whatever process runs it."""
@@ -83,7 +84,11 @@ class LocalOutcome:
     client worked ``duration_s`` from the start and spent ``energy_j`` (the fleet assumes
     constant power over that time); ``batches_done < n_batches`` means the policy stopped
     early (a drop-out), or the callable stopped at the deadline. ``carry`` is kept for the
-    client's next request (e.g. a policy's explored profile); it must pickle.
+    client's next request (e.g. a policy's explored profile); it must pickle. ``shared`` (a
+    dict) is what the client offers the coordinator of its phone model (Swan: its measured
+    profiles); with sharing on, later requests of that model get the pool as ``shared``.
+    ``lookups`` is diagnostics only (e.g. memo hits and misses; they depend on which process
+    ran the request, so they never reach results).
     """
 
     admitted: bool
@@ -91,6 +96,8 @@ class LocalOutcome:
     duration_s: float = 0.0
     energy_j: float = 0.0
     carry: Any = None
+    shared: dict | None = None
+    lookups: tuple[int, int] = (0, 0)
 
 
 class LocalCost(Protocol):
@@ -159,6 +166,7 @@ class TrainJob:
     deadline_s: float
     loan_j: float
     carry: Any
+    shared: Any = None
 
 
 def train_chunk(ctx: WorkContext, item: tuple[str, list[TrainJob]]) -> list[LocalOutcome]:
@@ -168,7 +176,7 @@ def train_chunk(ctx: WorkContext, item: tuple[str, list[TrainJob]]) -> list[Loca
     for j in jobs:
         timeline = pop.timeline(j.client, j.loan_j)
         request = LocalRequest(pop.client(j.client), j.round, j.start_s, j.n_batches, j.batch_size, j.deadline_s,
-                               timeline.state_at(j.start_s), timeline, j.carry)
+                               timeline.state_at(j.start_s), timeline, j.carry, j.shared)
         out.append(_check_outcome(cost.train(request), request))
     return out
 
@@ -206,6 +214,7 @@ class RoundSettings:
     batch_size: int
     deadline_s: float
     learning_rate: float
+    share_profiles: bool = True
 
     @property
     def selected(self) -> int:
@@ -223,6 +232,7 @@ class FleetState:
     cursor: np.ndarray
     carry: dict[int, Any] = field(default_factory=dict)
     rows: list[dict] = field(default_factory=list)
+    shared: dict[str, dict] = field(default_factory=dict)   # phone model -> the coordinator's pool
 
     @classmethod
     def initial(cls, population: Population, loan: EnergyLoan) -> FleetState:
@@ -266,6 +276,7 @@ class PolicyRun:
         self.loan = EnergyLoan(self.population, critical_pct)
         self.state = state or FleetState.initial(self.population, self.loan)
         self.loan.restore(self.state.loan)
+        self.lookups = (0, 0)   # the local costs' (hits, misses) over this process's rounds
 
     def play_round(self) -> dict:
         st, s, pop, loan = self.state, self.settings, self.population, self.loan
@@ -282,13 +293,22 @@ class PolicyRun:
         priority = stream(pop.seed, STREAM_SELECT, r).random(len(pop))
         chosen = np.sort(eligible[np.argsort(priority[eligible], kind="stable")[:s.selected]])
 
+        device = {int(i): pop.devices[pop.device_idx[i]] for i in chosen}
         jobs = [TrainJob(int(i), r, t0, s.local_steps, s.batch_size, t0 + s.deadline_s, float(loan.loan_j[i]),
-                         st.carry.get(int(i))) for i in chosen]
+                         st.carry.get(int(i)), st.shared.get(device[int(i)]) if s.share_profiles else None)
+                for i in chosen]
         outcomes = [o for part in self.executor.map(train_chunk, [(self.policy, c) for c in _chunks(jobs)])
                     for o in part]
 
         works = []
         for job, o in zip(jobs, outcomes):
+            self.lookups = (self.lookups[0] + o.lookups[0], self.lookups[1] + o.lookups[1])
+            if s.share_profiles and o.shared:
+                # the coordinator keeps the first report of each entry (clients in index order:
+                # the same pool whichever process ran them); requests see it from the next round
+                pool = st.shared.setdefault(device[job.client], {})
+                for k, v in o.shared.items():
+                    pool.setdefault(k, v)
             if o.carry is None:
                 st.carry.pop(job.client, None)
             else:

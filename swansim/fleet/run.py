@@ -47,7 +47,7 @@ from swansim.hw.profile import Catalogue
 from swansim.results import write_manifest
 
 WHERE = "fleet config"
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -57,7 +57,8 @@ class FleetConfig:
 
     model: str = "resnet34"                 # DNN whose mini-batch cost the factory models
     policies: tuple[str, ...] = ("swan", "pytorch-default")
-    baseline: str = ""                      # ratios are relative to this policy; "" = the first
+    baseline: str = ""                      # ratios are relative to this policy; "": pytorch-default
+                                            # (the paper's baseline) if it runs, else the first
     clients: int = 2400                     # paper: 100 base users x 24 hourly shifts
     per_round: int = 100                    # K
     overcommit: float = 1.3                 # Bonawitz et al., MLSys'19: the server selects 130 %
@@ -76,14 +77,19 @@ class FleetConfig:
     beta: float = 1.0
     test_samples: int = 10_000
     critical_battery_pct: float = CRITICAL_PCT
+    # Swan paper: "a coordinator may share finished profiles between devices of the same model";
+    # on here (assumption: every profile a client reports, first report per choice kept)
+    share_profiles: bool = True
 
     @property
     def baseline_policy(self) -> str:
-        return self.baseline or self.policies[0]
+        if self.baseline:
+            return self.baseline
+        return "pytorch-default" if "pytorch-default" in self.policies else self.policies[0]
 
     def settings(self) -> RoundSettings:
         return RoundSettings(self.per_round, self.overcommit, self.local_steps, self.batch_size, self.deadline_s,
-                             self.learning_rate)
+                             self.learning_rate, self.share_profiles)
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,7 @@ class FleetResult:
     summary: pd.DataFrame
     out_dir: Path
     bytes_per_client: float
+    lookups: tuple[int, int] = (0, 0)   # the local costs' (hits, misses) in the rounds run now (diagnostics)
 
 
 # ---------------------------------------------------------------- validation
@@ -149,6 +156,8 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None) -> None:
     _float(c.beta, "beta", 0.0)
     _int(c.test_samples, "test_samples", 1)
     _float(c.critical_battery_pct, "critical_battery_pct", 0.0, 100.0, hi_open=True)
+    if not isinstance(c.share_profiles, bool):
+        raise InputError(WHERE, "share_profiles", f"expected True or False, got {c.share_profiles!r}")
     if not isinstance(c.trace, str) or not c.trace:
         raise InputError(WHERE, "trace", f"expected 'synthetic' or a path, got {c.trace!r}")
     if c.trace != "synthetic" and not Path(c.trace).exists():
@@ -323,6 +332,7 @@ def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs:
     states = {p: _load_checkpoint(out, config, p) for p in config.policies}
     done = sum(s.round for s in states.values() if s is not None)
     rows: list[dict] = []
+    lookups = (0, 0)
     executor = _executor(ctx, jobs, dask_address)
     try:
         with tqdm(total=len(config.policies) * config.rounds, initial=done, disable=not progress,
@@ -335,6 +345,7 @@ def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs:
                     bar.set_postfix(policy=p, accuracy=f"{row['accuracy']:.3f}", refresh=False)
                     bar.update(1)
                 rows += run.state.rows
+                lookups = (lookups[0] + run.lookups[0], lookups[1] + run.lookups[1])
     finally:
         if hasattr(executor, "close"):
             executor.close()
@@ -348,4 +359,4 @@ def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs:
         "devices": {d: int(np.sum(population.device_idx == k)) for k, d in enumerate(population.devices)},
         "bytes": population.nbytes, "bytes_per_client": population.bytes_per_client},
         task={"name": "FedProx Synthetic(alpha, beta)", "learner": "multinomial logistic regression"})
-    return FleetResult(rounds, summary, out, population.bytes_per_client)
+    return FleetResult(rounds, summary, out, population.bytes_per_client, lookups)

@@ -56,6 +56,13 @@ class Policy:
     def observe(self, stats: BatchStats) -> None:
         """A batch finished; ``stats`` is what was measured."""
 
+    def offer(self) -> dict:
+        """What this policy reports to a coordinator of phones of its model ({}: nothing)."""
+        return {}
+
+    def adopt(self, shared: dict) -> None:
+        """What such a coordinator holds for this phone model (other phones' ``offer``)."""
+
     def decide(self, time_s: float, batch: int, kind: str, plan: str = "-", detail: str = "") -> None:
         self.decisions.append(Decision(time_s, batch, kind, plan, detail))
 

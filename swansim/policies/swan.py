@@ -150,6 +150,7 @@ class Swan(Policy):
         self._since_change = 0
         self._admitted: bool | None = None
         self._running: Plan | None = None      # the plan handed out for the batch in flight
+        self._shared: dict | None = None       # a coordinator's profiles, taken at the next plan
 
     # -- monitoring -----------------------------------------------------------------------
 
@@ -171,6 +172,21 @@ class Swan(Policy):
         """The paper explores only while the phone is idle and discharging."""
         return state.idle and not state.charging
 
+    # -- sharing (the paper: a coordinator may share finished profiles between phones of a model) --
+
+    def offer(self) -> dict:
+        return dict(self.profiles)
+
+    def adopt(self, shared: dict) -> None:
+        self._shared = dict(shared)   # as it is now: the coordinator's pool grows afterwards
+
+    def _take_shared(self, t: float, b: int) -> None:
+        new = {c: p for c, p in self._shared.items() if c in self._space and c not in self.profiles}
+        self._shared = None
+        if new:
+            self.profiles.update(new)
+            self._reselect(t, b, f"{len(new)} profiles from the coordinator")
+
     # -- planning -------------------------------------------------------------------------
 
     def explore_order(self) -> list[Choice]:
@@ -184,6 +200,8 @@ class Swan(Policy):
             self._space = tuple(c for c in view.choices if c.kind != "mixed")
             self._n_layers = view.model.n_layers
         t, b = view.state.time_s, view.batch
+        if self._shared:
+            self._take_shared(t, b)
         if view.request != self._request:
             # an exploration running over a request's end counts as the next request's
             self._request, self._explored_in_request = view.request, self._exploring is not None
@@ -228,8 +246,9 @@ class Swan(Policy):
                 choice, self._exploring = self._exploring, None
                 self.profiles[choice] = profile_of(self._explore_runs)
                 self._since_change = 0   # the next batch migrates back
-                self._reselect(stats, f"profiled {choice.label}: {self.profiles[choice].latency_s:.3f} s, "
-                                      f"{self.profiles[choice].energy_j:.2f} J")
+                self._reselect(stats.start_s + stats.latency_s, stats.batch,
+                               f"profiled {choice.label}: {self.profiles[choice].latency_s:.3f} s, "
+                               f"{self.profiles[choice].energy_j:.2f} J")
             return
         if stats.plan != self.rung_plan(self.rung) or not self.ladder:
             return
@@ -259,9 +278,8 @@ class Swan(Policy):
         self._exploring, self._explore_runs = None, []
         self._since_change = 0
 
-    def _reselect(self, stats: BatchStats, detail: str) -> None:
-        """Rebuild the ladder after a new profile; stay on the top rung if we were there."""
-        t, b = stats.start_s + stats.latency_s, stats.batch
+    def _reselect(self, t: float, b: int, detail: str) -> None:
+        """Rebuild the ladder after new profiles; stay on the top rung if we were there."""
         was_top = self.rung == len(self.ladder) - 1
         current = self.ladder[self.rung] if self.ladder else None
         before = self.rung_plan(self.rung)
