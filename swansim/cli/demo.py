@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="pixel3", help="phone profile (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--thermal-minutes", type=float, default=5.0)
-    p.add_argument("--policy-s", type=float, default=120.0, help="simulated seconds per policy on the phone")
+    p.add_argument("--policy-s", type=float, default=600.0, help="simulated seconds per policy on the phone")
     p.add_argument("--fleet-rounds", type=int, default=40, help="FedAvg rounds per policy in the small fleet")
     add_jobs(p)
     p.set_defaults(func=run)
