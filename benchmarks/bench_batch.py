@@ -9,6 +9,7 @@ batch, events per simulated second; then the cost of one idle simulated second a
 of a phone with a training job (tracemalloc peak).
 
 Run: .venv/bin/python benchmarks/bench_batch.py [--batches 2] [--models resnet34,...] [--device pixel3]
+     [--placement wakeup]
 (a phone whose profile names a kernel runs its WALT placement and core_ctl, as every device does)
 """
 from __future__ import annotations
@@ -25,14 +26,15 @@ from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import SWAN_TASKS, build_task
 from swansim.dnn.training import TrainingJob
 from swansim.hw.profile import TOP_APP
+from swansim.kernel.sched import AUTO
 
 CHOICES = ("default", "4", "4567", "0", "0123", "01234567")
 
 
-def one_case(model: str, choice: Choice, batches: int, device: str = "pixel3") -> dict:
+def one_case(model: str, choice: Choice, batches: int, device: str = "pixel3", placement: str = AUTO) -> dict:
     graph, rt = build_task(model), load_runtime("pytorch")
     t0 = time.process_time()
-    dev = Device(DeviceConfig(device=device))
+    dev = Device(DeviceConfig(device=device, placement=placement))
     # as swansim.batchmodel runs a landscape row: the process in top-app (TrainingJob's default)
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, choice, n_batches=batches, record_layers=False,
                       cpuset=dev.spec.cpuset(TOP_APP))
@@ -66,6 +68,8 @@ def main(argv=None) -> None:
     ap.add_argument("--models", default=",".join(SWAN_TASKS))
     ap.add_argument("--choices", default=",".join(CHOICES))
     ap.add_argument("--device", default="pixel3")
+    ap.add_argument("--placement", default=AUTO,
+                    help="kernel thread placement (default: the phone's own; 'wakeup' is the one before WALT)")
     args = ap.parse_args(argv)
     soc = Device(DeviceConfig(device=args.device)).spec.soc
     print(f"{'model':<20} {'choice':<10} {'bare events/batch':>17} {'events/batch':>12} {'replans/batch':>13} "
@@ -74,7 +78,7 @@ def main(argv=None) -> None:
         for label in args.choices.split(","):
             choice = pytorch_default(soc) if label == "default" else parse_choice(label, soc)
             before = bare_event_s(100_000, 2)
-            r = one_case(model, choice, args.batches, args.device)
+            r = one_case(model, choice, args.batches, args.device, args.placement)
             bare = (before + bare_event_s(100_000, 2)) / 2
             print(f"{model:<20} {label:<10} {r['cpu_s'] / bare:>17,.0f} {r['events']:>12,.0f} {r['replans']:>13,.0f} "
                   f"{r['sim_s']:>11.3f} {r['events'] / r['sim_s']:>12,.0f}", flush=True)
