@@ -5,7 +5,23 @@ from __future__ import annotations
 from swansim.device import Device
 
 
-class Sampler:
+class Periodic:
+    """A probe whose ``sample`` runs every ``every_s`` of simulated time, from ``every_s`` on."""
+
+    def __init__(self, dev: Device, every_s: float):
+        self.dev, self.every_s = dev, every_s
+        dev.env.process(self._run())
+
+    def _run(self):
+        while True:
+            yield self.dev.env.timeout(self.every_s)
+            self.sample()
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+
+class Sampler(Periodic):
     """Every ``every_s``: mean power over the interval (by component group), temperatures,
     battery, thermal status and frequency caps."""
 
@@ -14,19 +30,13 @@ class Sampler:
               ("screen_w", lambda n: n == "screen"), ("charging_loss_w", lambda n: n == "charging_loss"))
 
     def __init__(self, dev: Device, every_s: float):
-        self.dev, self.every_s = dev, every_s
         names = dev.platform.component_names
         self._groups = [(col, [i for i, n in enumerate(names) if pick(n)]) for col, pick in self.GROUPS]
         self.power_rows: list[dict] = []
         self.thermal_rows: list[dict] = []
         self._last = (dev.env.now, dev.platform.energy_j.copy())
+        super().__init__(dev, every_s)
         self.sample()
-        dev.env.process(self._run())
-
-    def _run(self):
-        while True:
-            yield self.dev.env.timeout(self.every_s)
-            self.sample()
 
     def sample(self) -> None:
         d = self.dev

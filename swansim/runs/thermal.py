@@ -19,8 +19,9 @@ from swansim.device import Device, DeviceConfig
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import GOVERNORS
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS
-from swansim.results import write_manifest
 from swansim.pool import check_jobs, run_all
+from swansim.results import write_manifest
+from swansim.runs.probes import Periodic
 from swansim.runs.workloads import SustainedGemm
 
 LOADS = ("big", "little")
@@ -40,19 +41,14 @@ def load_cpus(spec: DeviceSpec, load: str) -> list[int]:
     return list(spec.soc.little.cpus if load == "little" else spec.soc.big_cpus)
 
 
-class Sampler:
+class Sampler(Periodic):
     """A process sampling a device every ``every_s``: throughput, power, temperatures, freqs, caps."""
 
     def __init__(self, dev: Device, load: SustainedGemm, every_s: float):
-        self.dev, self.load, self.every_s = dev, load, every_s
+        self.load = load
         self.rows: list[dict] = []
         self._last = (dev.env.now, 0.0, dev.platform.total_energy_j)
-        dev.env.process(self._run())
-
-    def _run(self):
-        while True:
-            yield self.dev.env.timeout(self.every_s)
-            self.sample()
+        super().__init__(dev, every_s)
 
     def sample(self) -> None:
         d = self.dev
