@@ -105,6 +105,7 @@ class TrainingJob:
         self.pool: list = []
         self._workers: list[_Worker] = []
         self._choice_key: dict[int, tuple] = {}
+        self._applied: Choice | None = None   # the choice the pool was last set up for
         self._region_cache: dict[tuple, list[Region]] = {}
         self.migrations = 0
         self._started = False
@@ -209,6 +210,8 @@ class TrainingJob:
 
     def _apply(self, choice: Choice):
         """Re-pin and resize the pool for ``choice``; the master pays for each migration."""
+        if choice is self._applied:
+            return   # the pool already stands as this choice wants it
         moved = 0
         while len(self.pool) < choice.threads:
             i = len(self.pool)
@@ -223,6 +226,7 @@ class TrainingJob:
                 self.sched.set_affinity(self.pool[i], want)
                 self._choice_key[i] = want
                 moved += 1
+        self._applied = choice
         if not self._started:
             self._started = True  # creating the first pool is not a migration
             return

@@ -30,6 +30,9 @@ from swansim.hw.thermal import ThermalNetwork
 # The RC network's step: heat gathers over at least this long before it is integrated.
 THERMAL_STEP_S = 1e-3
 
+# Most busy-core patterns per cluster whose power lines are kept between leakage changes.
+_MEMO_PATTERNS = 64
+
 # A probe: called with (t0_s, t1_s, platform) after each interval is integrated, power as it was.
 IntervalProbe = Callable[[float, float, "Platform"], None]
 
@@ -66,6 +69,8 @@ class Platform:
         self._heat = [0.0] * self._n_nodes        # heat per node since the last thermal step (J)
         self._heat_s = 0.0
         self._leak_factor: list[float] = []   # per cluster: leakage / leakage at the reference temperature
+        self._cores_stale = True              # `_cores` needs `_recompute_cores`
+        self._cluster_memo: list[dict] = [{} for _ in self.clusters]
         self._refresh_leakage()
         # Power per line of the account and per thermal node, as Python floats: a phone has a
         # few dozen lines and a handful of nodes, too few for numpy to pay its per-call cost.
@@ -89,7 +94,6 @@ class Platform:
         self._base_w = spec.base_power_mw * 1e-3
         self._screen_w = spec.screen_power_mw * 1e-3
         self._n_cluster_lines = sum(2 * len(c.cpus) + 1 for c in self.clusters)
-        self._cluster_memo: list[tuple | None] = [None] * len(self.clusters)
         self._leak_idx = [[j for j, name in enumerate(self.component_names)
                            if name.endswith(".leakage") and int(name[3:name.index(".")]) in c.cpus]
                           for c in self.clusters]
@@ -102,7 +106,7 @@ class Platform:
         """Caller has advanced to now; the new frequency holds from now on."""
         self.freq_mhz[cluster] = freq_mhz
         self._freq_changed(cluster)
-        self._stale = True
+        self._stale = self._cores_stale = True
 
     def _freq_changed(self, k: int) -> None:
         c, f = self.clusters[k], self.freq_mhz[k]
@@ -113,9 +117,13 @@ class Platform:
 
     def set_activity(self, util: list[float], dram_bytes_per_s: float) -> None:
         """Per-cpu utilisation (0..1, the list is kept, not copied) and DRAM traffic from now on."""
-        self.util = util
-        self.dram_bytes_per_s = dram_bytes_per_s
-        self._stale = True
+        if util != self.util:
+            self.util = util
+            self._cores_stale = True
+            self._stale = True
+        if dram_bytes_per_s != self.dram_bytes_per_s:
+            self.dram_bytes_per_s = dram_bytes_per_s
+            self._stale = True
 
     def set_screen(self, on: bool) -> None:
         self.screen_on = on
@@ -154,17 +162,13 @@ class Platform:
         t0 = self.time_s
         if self._stale:
             self._recompute()
-        e = self._energy
-        for i, w in enumerate(self._power):
-            e[i] += w * dt
+        self._energy = [e + w * dt for e, w in zip(self._energy, self._power)]
         self._total_energy_j += self._total_power_w * dt
         self.time_s = now_s
         for probe in self.probes:   # they see the interval's power
             probe(t0, now_s, self)
         if not self.frozen_temps:
-            heat = self._heat
-            for j, w in enumerate(self._node_power):
-                heat[j] += w * dt
+            self._heat = [h + w * dt for h, w in zip(self._heat, self._node_power)]
             self._heat_s += dt
             if self._heat_s >= THERMAL_STEP_S:
                 self._step_thermal()
@@ -182,7 +186,9 @@ class Platform:
         soc = self.spec.soc
         self._cluster_temp_c = [self._net.node_temp_c(n) for n in self._cluster_node]
         self._leak_factor = [2.0 ** ((t - soc.leakage_ref_c) / soc.leakage_doubling_c) for t in self._cluster_temp_c]
-        self._stale = True
+        self._stale = self._cores_stale = True
+        for memo in self._cluster_memo:
+            memo.clear()
 
     @property
     def thermal(self) -> ThermalNetwork:
@@ -235,22 +241,10 @@ class Platform:
         if self._held is not None:
             self._recompute_held()
             return
-        util = self.util
-        out = []
-        node = [0.0] * self._n_nodes
-        any_busy = 0.0
-        memo = self._cluster_memo
-        for k, (cpus, node_k, active_w_at_fmax, fmax) in enumerate(self._cluster_consts):
-            us = tuple(util[c] for c in cpus)
-            key = (us, self.freq_mhz[k], self._leak_factor[k])
-            got = memo[k]
-            if got is None or got[0] != key:   # a cluster whose inputs did not change keeps its lines
-                got = memo[k] = (key, *self._cluster_lines(k, us, active_w_at_fmax, fmax))
-            _, lines, heat, cluster_busy = got
-            out += lines
-            node[node_k] += heat
-            if cluster_busy > any_busy:
-                any_busy = cluster_busy
+        if self._cores_stale:
+            self._recompute_cores()
+        out, node, any_busy = self._cores
+        out, node = list(out), list(node)
         out.append(self._soc_active_w * any_busy)
         out.append(self.dram_bytes_per_s * self._dram_j_per_byte)
         out.append(self._base_w)
@@ -262,6 +256,31 @@ class Platform:
         self._power, self._node_power = out, node
         self._total_power_w = sum(node)
         self._stale = False
+
+    def _recompute_cores(self) -> None:
+        """The clusters' lines, their heat per node and the busiest cluster's share: they change
+        only with utilisation, a clock or leakage, not with DRAM traffic or the screen."""
+        util = self.util
+        out = []
+        node = [0.0] * self._n_nodes
+        any_busy = 0.0
+        freq = self.freq_mhz
+        for k, (cpus, node_k, active_w_at_fmax, fmax) in enumerate(self._cluster_consts):
+            us = tuple(util[c] for c in cpus)
+            # a cluster's lines for each pattern of busy cores seen since leakage last changed
+            memo = self._cluster_memo[k]
+            got = memo.get((us, freq[k]))
+            if got is None:
+                if len(memo) >= _MEMO_PATTERNS:
+                    memo.clear()
+                got = memo[us, freq[k]] = self._cluster_lines(k, us, active_w_at_fmax, fmax)
+            lines, heat, cluster_busy = got
+            out += lines
+            node[node_k] += heat
+            if cluster_busy > any_busy:
+                any_busy = cluster_busy
+        self._cores = (out, node, any_busy)
+        self._cores_stale = False
 
     def _cluster_lines(self, k: int, util: tuple, active_w_at_fmax: float, fmax: float):
         """Cluster ``k``'s lines of the account (per core dynamic and leakage, then the shared

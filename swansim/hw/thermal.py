@@ -16,6 +16,7 @@ would dominate vectors of six).
 from __future__ import annotations
 
 import math
+from operator import mul
 from typing import Sequence
 
 import numpy as np
@@ -78,7 +79,7 @@ class ThermalNetwork:
 
     def node_temp_c(self, i: int) -> float:
         """Temperature of node ``i`` (C)."""
-        return self.ambient_c + sum(v * z for v, z in zip(self._v_rows[i], self._z))
+        return self.ambient_c + sum(map(mul, self._v_rows[i], self._z))
 
     def steady_state_c(self, power_w: np.ndarray) -> np.ndarray:
         return self.ambient_c + self._g_inv @ power_w
@@ -88,7 +89,7 @@ class ThermalNetwork:
         if dt_s <= 0:
             return
         p = list(power_w)
-        z_ss = [sum(g * w for g, w in zip(row, p)) for row in self._gain_rows]
+        z_ss = [sum(map(mul, row, p)) for row in self._gain_rows]
         self._z = [s + math.exp(-r * dt_s) * (z - s) for s, r, z in zip(z_ss, self._rates, self._z)]
         self._temp = None
 

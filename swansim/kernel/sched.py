@@ -428,6 +428,8 @@ class WaltPlacement:
         self._prev: list = []                    # the threads runnable in the previous plan
         self._coloc: dict[str, list] = {}        # colocated group -> [skip_min, downmigrate_ts]
         self._coloc_window = -1                  # the window the groups were last updated in
+        self._placed: set = set()                # (tid, cpu, affinity) as last placed ...
+        self._placed_window = -1                 # ... in this window
         self._timer_at = math.inf
 
     # -- set-up -------------------------------------------------------------------------------
@@ -470,7 +472,7 @@ class WaltPlacement:
 
     def demand(self, t: Thread) -> float:
         """``t``'s WALT demand now (a share of a window on the biggest CPU at its top clock)."""
-        return self.walt.demand(self._record(t, self.sched.env.now))
+        return self._record(t, self.sched.env.now).demand
 
     def isolated(self) -> set[int]:
         """core_ctl's isolated CPUs now (every window up to now closed)."""
@@ -505,6 +507,13 @@ class WaltPlacement:
             self._roll(now)
         if self._colocating:
             self._update_colocation(now)
+        window = self.walt.window_of(now)
+        if window == self._placed_window and self._placed == {(t.tid, t.cpu, t.affinity) for t in threads}:
+            # The same threads on the same cores, no window closed since they were placed: no
+            # task woke, no demand or isolation changed, and the balance below is run to its
+            # fixed point, so placing them again would change nothing.
+            self._prev = threads[:]
+            return
         n = len(self.cap)
         iso = cc.isolated
         count, load = [0] * n, [0.0] * n
@@ -524,8 +533,9 @@ class WaltPlacement:
         prev, self._prev = self._prev, threads[:]
         self._running = {t.tid for t in threads}
         if len(placed) == len(threads) and not any(len(t.affinity) > 1 for t in placed):
+            self._remember(threads, window)
             return   # every thread pinned: nothing to decide
-        dem = {t.tid: self.walt.demand(self._record(t, now)) for t in threads}
+        dem = {t.tid: self._record(t, now).demand for t in threads}
         util = [0.0] * n
         for t in placed:
             util[t.cpu] += dem[t.tid]
@@ -538,7 +548,7 @@ class WaltPlacement:
                 c = t.cpu
                 if c is not None and count[c] == 0 and t.tid not in running:
                     seen_count[c] += 1
-                    seen_util[c] += self.walt.demand(self._record(t, now))
+                    seen_util[c] += self._record(t, now).demand
         waking.sort(key=lambda t: (-dem[t.tid], -t.weight, t.tid))
         for t in waking:
             c = self._wake_cpu(t, dem[t.tid], self._allowed(t, iso), seen_count, seen_util, load)
@@ -547,7 +557,14 @@ class WaltPlacement:
                 cnt[c] += 1
                 ut[c] += dem[t.tid]
             load[c] += t.weight
-        self._balance(threads, dem, iso, count, util, load, seen_count)
+        for _ in threads:   # a move can free a core for another: balance until nothing moves
+            if not self._balance(threads, dem, iso, count, util, load, seen_count):
+                break
+        self._remember(threads, window)
+
+    def _remember(self, threads: list, window: int) -> None:
+        self._placed = {(t.tid, t.cpu, t.affinity) for t in threads}
+        self._placed_window = window
 
     def _allowed(self, t: Thread, iso: set) -> tuple[int, ...]:
         if not iso:
@@ -643,11 +660,13 @@ class WaltPlacement:
             return False
         return (r == 0 and self._boosted(t)) or not self.fits(d, r, r)
 
-    def _balance(self, threads, dem, iso, count, util, load, seen_count) -> None:
-        """Misfit pull by an idle bigger CPU, and an idle CPU taking a task from a shared one."""
+    def _balance(self, threads, dem, iso, count, util, load, seen_count) -> bool:
+        """Misfit pull by an idle bigger CPU, and an idle CPU taking a task from a shared one;
+        True if a task moved."""
         movable = [t for t in threads if len(t.affinity) > 1]
         if not movable:
-            return
+            return False
+        moved = False
         movable.sort(key=lambda t: (-dem[t.tid], t.tid))
         for t in movable:
             c0 = t.cpu
@@ -679,6 +698,8 @@ class WaltPlacement:
             load[c0] -= t.weight
             load[dest] += t.weight
             t.cpu = dest
+            moved = True
+        return moved
 
     # -- colocation (related thread group) ------------------------------------------------------
 
@@ -701,7 +722,7 @@ class WaltPlacement:
                 if t.colocated and t.cgroup == name and t.tid in self._rec:
                     d = self._record(t, now)
                     if t.tid in self._rate or d.ran >= recent:
-                        total += self.walt.demand(d)
+                        total += d.demand
             g = self._coloc.setdefault(name, [False, None])
             if not g[0]:
                 g[0] = total >= k.group_upmigrate_pct * unit
@@ -734,24 +755,28 @@ class WaltPlacement:
             if len(t.affinity) > 1:
                 movable = True
         rec = self._rec
-        for tid, r in new.items():
-            r0 = old.get(tid, 0.0)
-            if r0 != r and tid in rec:
-                self.walt.advance(rec[tid], now, r0)
-        for tid, r0 in old.items():
-            if tid not in new and tid in rec:
-                self.walt.advance(rec[tid], now, r0)
-        self._rate = new
+        if new != old:
+            for tid, r in new.items():
+                r0 = old.get(tid, 0.0)
+                if r0 != r and tid in rec:
+                    self.walt.advance(rec[tid], now, r0)
+            for tid, r0 in old.items():
+                if tid not in new and tid in rec:
+                    self.walt.advance(rec[tid], now, r0)
+            self._rate = new
         if self.core_ctl.enabled:
-            self._roll(now)
             n = p.n_cpus
             nr, misfit = [0] * n, [0] * n
             for t in sched._runnable:
                 nr[t.cpu] += 1
-                if len(t.affinity) > 1 and t.tid in rec and self._misfit(t, self.walt.demand(self._record(t, now))):
+                if len(t.affinity) > 1 and t.tid in rec and self._misfit(t, self._record(t, now).demand):
                     misfit[t.cpu] += 1
             busy = sched.busy_now
-            self._stats.set_plan([busy[c] * freq[cl[c]] / fmax[cl[c]] for c in range(n)], nr, misfit)
+            busy = [busy[c] * freq[cl[c]] / fmax[cl[c]] for c in range(n)]
+            st = self._stats
+            if busy != st.busy or nr != st.nr or misfit != st.misfit:   # else the window goes on as it was
+                self._roll(now)
+                st.set_plan(busy, nr, misfit)
         if movable and self._timer_at == math.inf:
             self._arm(now)
 
@@ -776,7 +801,7 @@ class WaltPlacement:
             if not changed and t.cpu in iso:
                 changed = True
             d = self._record(t, now)
-            if not changed and self._misfit(t, self.walt.demand(d)):
+            if not changed and self._misfit(t, d.demand):
                 r0 = self.rank[t.cpu]
                 busy = {x.cpu for x in sched._runnable}
                 if any(self.rank[c] > r0 and c not in busy and c not in iso for c in t.affinity):

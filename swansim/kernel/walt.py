@@ -38,12 +38,14 @@ MAX_NR_THRESHOLD = 4
 
 class TaskDemand:
     """One task's WALT state: the window its sum belongs to, the sum, the closed windows, and
-    when it last ran (``ran``: the end of its last runnable stretch brought up to date)."""
+    when it last ran (``ran``: the end of its last runnable stretch brought up to date);
+    ``demand`` is kept with the history it derives from (it changes only when a window closes)."""
 
-    __slots__ = ("t", "window", "sum", "hist", "ran")
+    __slots__ = ("t", "window", "sum", "hist", "ran", "demand")
 
-    def __init__(self, t: float, window: int, hist: list[float]):
+    def __init__(self, t: float, window: int, hist: list[float], demand: float):
         self.t, self.window, self.sum, self.hist, self.ran = t, window, 0.0, hist, t
+        self.demand = demand
 
 
 class WaltDemand:
@@ -57,7 +59,8 @@ class WaltDemand:
         return int(math.floor(t / self.window_s + 1e-9))
 
     def new(self, now: float) -> TaskDemand:
-        return TaskDemand(now, self.window_of(now), [self.init] * self.hist_size)
+        hist = [self.init] * self.hist_size
+        return TaskDemand(now, self.window_of(now), hist, self._demand(hist))
 
     def advance(self, d: TaskDemand, now: float, rate: float) -> None:
         """Bring ``d`` to ``now``; since its last update it ran at ``rate`` (scaled seconds per
@@ -84,11 +87,15 @@ class WaltDemand:
             return   # update_history: windows without runtime are ignored
         d.hist.insert(0, runtime)
         del d.hist[self.hist_size:]
+        d.demand = self._demand(d.hist)
 
     def demand(self, d: TaskDemand) -> float:
         """WINDOW_STATS_MAX_RECENT_AVG: max(last closed window, mean of the history), as a
         share of one window on the biggest CPU at its top clock."""
-        return max(d.hist[0], sum(d.hist) / len(d.hist)) / self.window_s
+        return d.demand
+
+    def _demand(self, hist: list[float]) -> float:
+        return max(hist[0], sum(hist) / len(hist)) / self.window_s
 
 
 @dataclass
@@ -112,10 +119,7 @@ class CoreCtl:
                          for i, (c, p) in enumerate(zip(clusters, params))]
         self.isolated: set[int] = set()
         self.n_changes = 0
-
-    @property
-    def enabled(self) -> bool:
-        return any(c.params is not None for c in self.clusters)
+        self.enabled = any(c.params is not None for c in self.clusters)
 
     def active(self, c: _Cluster) -> int:
         return sum(1 for x in c.cpus if x not in self.isolated)
