@@ -776,7 +776,7 @@ class WaltPlacement:
             st = self._stats
             if busy != st.busy or nr != st.nr or misfit != st.misfit:   # else the window goes on as it was
                 self._roll(now)
-                st.set_plan(busy, nr, misfit)
+                st.set_plan(now, busy, nr, misfit)
         if movable and self._timer_at == math.inf:
             self._arm(now)
 

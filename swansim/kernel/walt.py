@@ -219,8 +219,12 @@ class WindowStats:
         self.acc_busy, self.acc_nr, self.acc_mis = [0.0] * n, [0.0] * n, [0.0] * n
         self.nr_max = list(self.nr)
 
-    def set_plan(self, busy: list[float], nr: list[int], misfit: list[int]) -> None:
-        """The new plan's per-CPU busy share (scaled by f/f_max), runnable and misfit counts."""
+    def set_plan(self, now: float, busy: list[float], nr: list[int], misfit: list[int]) -> None:
+        """From ``now`` (windows closed up to it), the plan's per-CPU busy share (scaled by
+        f/f_max), runnable and misfit counts."""
+        if now > self.t:
+            self._add(now - self.t)
+            self.t = now
         self.busy, self.nr, self.misfit = busy, nr, misfit
         self.nr_max = [max(a, b) for a, b in zip(self.nr_max, nr)]
 
@@ -241,10 +245,7 @@ class WindowStats:
         while True:
             end = (self.window + 1) * W
             if now < end - 1e-12:
-                if now > self.t:
-                    self._add(now - self.t)
-                    self.t = now
-                return changed
+                return changed   # the plan's share of this window is added when it ends or changes
             self._add(end - self.t)
             busy_pct = [min(100.0, 100.0 * b / W) for b in self.acc_busy]
             nr = [int(x / W + NR_THRESHOLD) for x in self.acc_nr]
