@@ -212,6 +212,39 @@ def test_rollover_is_one_timer_not_one_per_thread():
     assert counts[0] == counts[1] <= 0.5 / W + 1
 
 
+
+@pytest.mark.parametrize("device", ["pixel3", "oneplus8"])
+def test_a_placed_plan_is_not_placed_again_and_nothing_changes(device, monkeypatch):
+    """A training batch whose threads spin at barriers (same threads, same cores, same window)
+    skips the placement; placing every plan in full gives the same cores at every replan and
+    the same latency and energy."""
+    from swansim.dnn.choices import pytorch_default
+    from swansim.dnn.runtime import load_runtime
+    from swansim.dnn.tasks import build_task
+    from swansim.dnn.training import TrainingJob
+    from swansim.hw.profile import TOP_APP
+
+    def one(full: bool):
+        if full:   # forget every placement: no plan is ever "the same as last placed"
+            monkeypatch.setattr(WaltPlacement, "_remember", lambda self, threads, window: None)
+        dev = Device(DeviceConfig(device=device))
+        job = TrainingJob(dev.env, dev.sched, dev.spec.soc, build_task("resnet34"), load_runtime("pytorch"),
+                          pytorch_default(dev.spec.soc), n_batches=1, record_layers=False,
+                          cpuset=dev.spec.cpuset(TOP_APP))
+        cpus = []
+        dev.sched.on_replan.append(lambda: cpus.append(tuple(t.cpu for t in job.pool if t.runnable)))
+        full_calls = []
+        inner = WaltPlacement._balance
+        monkeypatch.setattr(WaltPlacement, "_balance", lambda self, *a: (full_calls.append(1), inner(self, *a))[1])
+        dev.env.run(until=job.process)
+        monkeypatch.undo()
+        return cpus, job.batch_rows[0][3:5], len(full_calls), dev.sched.n_replans
+
+    cpus, row, n_full, n_replans = one(full=False)
+    cpus_full, row_full, n_full_full, _ = one(full=True)
+    assert cpus == cpus_full and row == row_full
+    assert n_full < 0.8 * n_full_full   # the skip is taken, at a good share of the replans
+
 # -- profiles ------------------------------------------------------------------------------------
 
 

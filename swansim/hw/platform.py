@@ -2,7 +2,8 @@
 
 The kernel tells the platform what changed (`set_freq`, `set_activity`); the platform keeps
 power piecewise constant between those changes, so `advance(now)` integrates energy and the
-RC network. Energy is integrated exactly, interval by interval. The RC network is stepped
+RC network. Energy is integrated exactly, interval by interval (the per-core lines of the
+account once per stretch in which they stay the same). The RC network is stepped
 exactly too, with the mean heat of the intervals since its last step, once at least
 `THERMAL_STEP_S` has gathered (or when a temperature is read): its fastest mode takes
 seconds, so averaging the heat over a millisecond changes temperatures by microkelvins, and

@@ -404,7 +404,9 @@ class WaltPlacement:
     - A running task stays; one that no longer fits its cluster (a misfit: its demand grew, or
       it is boosted on the smallest cluster) is pulled by an idle CPU of a bigger cluster
       (check_for_migration / misfit load balance); a CPU running two tasks gives one to an idle
-      CPU where it fits (newidle balance).
+      CPU where it fits (newidle balance). The balance runs until nothing moves, so a plan with
+      the same threads on the same cores in the same window is already placed (a thread that
+      ends its work and spins at a barrier keeps its CPU) and is not placed again.
 
     Demand changes only when a window closes, so the kernel's window rollover is one timer,
     armed only while some unpinned thread is runnable (only those can move) - never per
