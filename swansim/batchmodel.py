@@ -82,11 +82,6 @@ class BatchCost:
     at_temp_c: float                  # the temperature every node was held at
     layer_s: tuple[tuple[int, str, float], ...] = ()   # (layer, phase, seconds) in execution order
 
-@lru_cache(maxsize=1)
-def _catalogue() -> Catalogue:
-    return Catalogue.load()
-
-
 @lru_cache(maxsize=16)
 def _graph(model: str, batch, input_shape, num_classes, mode: str) -> Model:
     return build_task(model, batch, input_shape, num_classes, mode)
@@ -96,7 +91,7 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
                    record_layers: bool = True) -> BatchCost:
     """The event-level simulation of ``key``'s batch (see the module doc). ``runtime`` and
     ``spec`` replace the named runtime and profile (a calibration trial, a swept figure)."""
-    spec = spec or _catalogue().device(key.device)
+    spec = spec or Catalogue.load().device(key.device)
     rt = runtime or load_runtime(key.runtime)
     graph = _graph(key.model, key.batch, key.input_shape, key.num_classes, key.mode)
     cfg = DeviceConfig(device=key.device, seed=key.seed, governor=key.governor, placement=key.placement,

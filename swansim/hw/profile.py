@@ -754,6 +754,14 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
 # ---------------------------------------------------------------------------------------------
 # The catalogue
 
+# Parsed catalogues by root and the stat (inode, times, size) of every profile in it.
+_CATALOGUES: dict[tuple, "Catalogue"] = {}
+
+
+def _stamp(path: Path) -> tuple:
+    st = path.stat()
+    return (path.name, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
 
 @dataclass
 class Catalogue:
@@ -765,20 +773,30 @@ class Catalogue:
 
     @classmethod
     def load(cls, root: Path = PROFILE_DIR) -> "Catalogue":
+        """The profiles under ``root``, parsed once per process while no file changes (a device
+        is built many times in a sweep; parsing the TOML was most of its cost). The specs are
+        frozen; the catalogue's dicts are the caller's own."""
         root = Path(root)
         for sub in ("socs", "phones"):
             if not (root / sub).is_dir():
                 raise InputError(root, f"{sub}/", "no such directory (a profile root holds socs/ and phones/)")
-        cat = cls(root)
-        for p in sorted((root / "socs").glob("*.toml")):
-            s = load_soc(p)
-            cat._unique(s.name, p)
-            cat.socs[s.name] = s
-        for p in sorted((root / "phones").glob("*.toml")):
-            d = load_device(p, cat.socs)
-            cat._unique(d.name, p)
-            cat.devices[d.name] = d
-        return cat
+        files = {sub: sorted((root / sub).glob("*.toml")) for sub in ("socs", "phones")}
+        stamp = (root.resolve(), tuple(_stamp(p) for sub in ("socs", "phones") for p in files[sub]))
+        got = _CATALOGUES.get(stamp)
+        if got is None:
+            got = cls(root)
+            for p in files["socs"]:
+                s = load_soc(p)
+                got._unique(s.name, p)
+                got.socs[s.name] = s
+            for p in files["phones"]:
+                d = load_device(p, got.socs)
+                got._unique(d.name, p)
+                got.devices[d.name] = d
+            if len(_CATALOGUES) >= 8:
+                _CATALOGUES.clear()
+            _CATALOGUES[stamp] = got
+        return cls(root, dict(got.socs), dict(got.devices))
 
     def _unique(self, name: str, path: Path) -> None:
         if name in self.socs or name in self.devices:

@@ -114,17 +114,12 @@ def _graph(model: str, batch, input_shape, classes, mode: str):
 def _row(key: BatchKey) -> dict:
     """One landscape row (a pool worker)."""
     cost = simulate_batch(key, record_layers=False)
-    soc = _catalogue().device(key.device).soc
+    soc = Catalogue.load().device(key.device).soc
     c = key.plan
     names = [cl.name for cl in soc.clusters if set(cl.cpus) & set(c.cpus)]
     return {"choice": c.label, "kind": c.kind, "cores": len(c.cpus), "threads": c.threads,
             "clusters": "+".join(names), "latency_s": cost.latency_s, "energy_j": cost.net_energy_j,
             "power_w": cost.net_energy_j / cost.latency_s}
-
-
-@lru_cache(maxsize=1)
-def _catalogue() -> Catalogue:
-    return Catalogue.load()
 
 
 def landscape_frame(device: str = "pixel3", model: str = "resnet34", runtime: str = "pytorch",
@@ -144,10 +139,10 @@ def run_landscape(cfg: LandscapeConfig, out: Path | str | None = None, jobs: int
     it (``NAME.manifest.json``). Every argument and the output path are checked first."""
     import pandas as pd
 
-    model, batch, shape, classes, mode = cfg.check(_catalogue())
+    model, batch, shape, classes, mode = cfg.check(Catalogue.load())
     jobs = check_jobs(jobs)
     path = checks.out_file(out) if out is not None else None
-    soc = _catalogue().device(cfg.device).soc
+    soc = Catalogue.load().device(cfg.device).soc
     choices = enumerate_choices(soc, mixed=cfg.mixed) + [pytorch_default(soc)]
     args = [(BatchKey(cfg.device, model, c, runtime=cfg.runtime, governor=cfg.governor, mode=mode, batch=batch,
                       input_shape=shape, num_classes=classes, batches=cfg.batches, warmup=cfg.warmup,
