@@ -504,18 +504,18 @@ class WaltPlacement:
         if self.sched is None:
             self._setup(sched)
         now = sched.env.now
+        window = self.walt.window_of(now)
+        if window == self._placed_window and self._placed == {(t.tid, t.cpu, t.affinity) for t in threads}:
+            # The same threads on the same cores, no window closed since they were placed: no
+            # task woke, no demand, isolation or colocation changed, and the balance below is
+            # run to its fixed point, so placing them again would change nothing.
+            self._prev = threads[:]
+            return
         cc = self.core_ctl
         if cc.enabled:
             self._roll(now)
         if self._colocating:
             self._update_colocation(now)
-        window = self.walt.window_of(now)
-        if window == self._placed_window and self._placed == {(t.tid, t.cpu, t.affinity) for t in threads}:
-            # The same threads on the same cores, no window closed since they were placed: no
-            # task woke, no demand or isolation changed, and the balance below is run to its
-            # fixed point, so placing them again would change nothing.
-            self._prev = threads[:]
-            return
         n = len(self.cap)
         iso = cc.isolated
         count, load = [0] * n, [0.0] * n
