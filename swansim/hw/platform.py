@@ -2,8 +2,7 @@
 
 The kernel tells the platform what changed (`set_freq`, `set_activity`); the platform keeps
 power piecewise constant between those changes, so `advance(now)` integrates energy and the
-RC network. Energy is integrated exactly, interval by interval (the per-core lines of the
-account once per stretch in which they stay the same). The RC network is stepped
+RC network. Energy is integrated exactly, interval by interval. The RC network is stepped
 exactly too, with the mean heat of the intervals since its last step, once at least
 `THERMAL_STEP_S` has gathered (or when a temperature is read): its fastest mode takes
 seconds, so averaging the heat over a millisecond changes temperatures by microkelvins, and
@@ -73,19 +72,13 @@ class Platform:
         self._cores_stale = True              # `_cores` needs `_recompute_cores`
         self._cluster_memo: list[dict] = [{} for _ in self.clusters]
         self._refresh_leakage()
-        # Power and energy per line of the account and per thermal node, as Python floats: a
-        # phone has a few dozen lines and a handful of nodes, too few for numpy to pay its
-        # per-call cost. The cores' lines (the first ``_n_cluster_lines``) change only with
-        # utilisation, clocks and leakage, the rest with DRAM traffic at nearly every change:
-        # the cores' energy is integrated when their lines change (``_core_dt`` gathers the time).
-        self._n_cluster_lines = n_core = sum(2 * len(c.cpus) + 1 for c in self.clusters)
-        self._core_power, self._rest_power = [0.0] * n_core, [0.0] * (len(comps) - n_core)
-        self._core_energy, self._rest_energy = [0.0] * n_core, [0.0] * (len(comps) - n_core)
-        self._core_dt = 0.0
-        self._rest_node = self._comp_node[n_core:]
+        # Power per line of the account and per thermal node, as Python floats: a phone has a
+        # few dozen lines and a handful of nodes, too few for numpy to pay its per-call cost.
+        self._power = [0.0] * len(comps)
         self._node_power = [0.0] * self._n_nodes
         self._total_power_w = 0.0
         self._stale = True
+        self._energy = [0.0] * len(comps)
         self._total_energy_j = 0.0
         self.time_s = 0.0
         self.probes: list[IntervalProbe] = []
@@ -100,6 +93,7 @@ class Platform:
         self._dram_j_per_byte = soc.dram_energy_pj_per_byte * 1e-12
         self._base_w = spec.base_power_mw * 1e-3
         self._screen_w = spec.screen_power_mw * 1e-3
+        self._n_cluster_lines = sum(2 * len(c.cpus) + 1 for c in self.clusters)
         self._leak_idx = [[j for j, name in enumerate(self.component_names)
                            if name.endswith(".leakage") and int(name[3:name.index(".")]) in c.cpus]
                           for c in self.clusters]
@@ -168,8 +162,7 @@ class Platform:
         t0 = self.time_s
         if self._stale:
             self._recompute()
-        self._core_dt += dt
-        self._rest_energy = [e + w * dt for e, w in zip(self._rest_energy, self._rest_power)]
+        self._energy = [e + w * dt for e, w in zip(self._energy, self._power)]
         self._total_energy_j += self._total_power_w * dt
         self.time_s = now_s
         for probe in self.probes:   # they see the interval's power
@@ -210,7 +203,7 @@ class Platform:
         """Power per line of the energy account (W) from now until the next change."""
         if self._stale:
             self._recompute()
-        return np.array(self._core_power + self._rest_power)
+        return np.array(self._power)
 
     @property
     def node_power_w(self) -> np.ndarray:
@@ -222,7 +215,7 @@ class Platform:
     @property
     def energy_j(self) -> np.ndarray:
         """Energy per line of the energy account since the start (J)."""
-        return np.array(self._line_energy())
+        return np.array(self._energy)
 
     @property
     def total_power_w(self) -> float:
@@ -236,25 +229,7 @@ class Platform:
         return self._total_energy_j
 
     def energy_by_component(self) -> dict[str, float]:
-        return dict(zip(self.component_names, self._line_energy()))
-
-    def _line_energy(self) -> list[float]:
-        self._flush_core_energy()
-        return self._core_energy + self._rest_energy
-
-    def _flush_core_energy(self) -> None:
-        if self._core_dt > 0.0:
-            dt = self._core_dt
-            self._core_energy = [e + w * dt for e, w in zip(self._core_energy, self._core_power)]
-            self._core_dt = 0.0
-
-    def _set_lines(self, core: list[float], rest: list[float], node: list[float], total_w: float) -> None:
-        """Power from now on: the cores' lines (kept while the same list), the rest, per node."""
-        if core is not self._core_power:
-            self._flush_core_energy()
-            self._core_power = core
-        self._rest_power, self._node_power, self._total_power_w = rest, node, total_w
-        self._stale = False
+        return dict(zip(self.component_names, self._energy))
 
     def temp_c(self, node: str) -> float:
         self._step_thermal()
@@ -268,15 +243,19 @@ class Platform:
             return
         if self._cores_stale:
             self._recompute_cores()
-        core, node, any_busy = self._cores
-        node = list(node)
-        rest = [self._soc_active_w * any_busy, self.dram_bytes_per_s * self._dram_j_per_byte, self._base_w,
-                self._screen_w if self.screen_on else 0.0]   # the uncore, DRAM, board and screen lines
+        out, node, any_busy = self._cores
+        out, node = list(out), list(node)
+        out.append(self._soc_active_w * any_busy)
+        out.append(self.dram_bytes_per_s * self._dram_j_per_byte)
+        out.append(self._base_w)
+        out.append(self._screen_w if self.screen_on else 0.0)
         if self._has_charger:
-            rest.append(self._charger_line(sum(node) + sum(rest)))
-        for w, n in zip(rest, self._rest_node):
-            node[n] += w
-        self._set_lines(core, rest, node, sum(node))
+            out.append(self._charger_line(sum(node) + sum(out[self._n_cluster_lines:])))
+        for j in range(self._n_cluster_lines, len(out)):   # the uncore, DRAM, board, screen, charger lines
+            node[self._comp_node[j]] += out[j]
+        self._power, self._node_power = out, node
+        self._total_power_w = sum(node)
+        self._stale = False
 
     def _recompute_cores(self) -> None:
         """The clusters' lines, their heat per node and the busiest cluster's share: they change
@@ -336,5 +315,6 @@ class Platform:
         node = [0.0] * self._n_nodes
         for w, n in zip(p, self._comp_node):
             node[n] += w
-        k = self._n_cluster_lines
-        self._set_lines(p[:k], p[k:], node, sum(p))
+        self._power, self._node_power = p, node
+        self._total_power_w = sum(p)
+        self._stale = False
