@@ -11,16 +11,12 @@ Run: .venv/bin/python benchmarks/bench_fastforward.py [--batches 100]
 from __future__ import annotations
 
 import argparse
-import time
 
 from _bare import bare_event_s
 
-from swansim.batchmodel import BatchKey, BatchModel, FastForward
+from swansim.batchmodel import check_fast_forward
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import parse_choice, pytorch_default
-from swansim.dnn.runtime import load_runtime
-from swansim.dnn.tasks import build_task
-from swansim.dnn.training import TrainingJob
 
 
 def main(argv=None) -> None:
@@ -29,26 +25,14 @@ def main(argv=None) -> None:
     n = ap.parse_args(argv).batches
     cfg = DeviceConfig("pixel3")
     soc = Device(cfg).spec.soc
-    jobs = [("resnet34", pytorch_default(soc)), ("shufflenet_v2_x2_0", parse_choice("4", soc))]
+    jobs = [("resnet34", pytorch_default(soc), n), ("shufflenet_v2_x2_0", parse_choice("4", soc), n)]
     bare = bare_event_s(100_000, 2)
-    t0 = time.process_time()
-    full = Device(cfg)
-    for model, choice in jobs:
-        job = TrainingJob(full.env, full.sched, soc, build_task(model), load_runtime("pytorch"), choice,
-                          n_batches=n, record_layers=False)
-        full.env.run(until=job.process)
-    full.sched.sync()
-    full_cpu = time.process_time() - t0
-    t0 = time.process_time()
-    ff, bm = Device(cfg), BatchModel()
-    for model, choice in jobs:
-        FastForward(ff, bm, BatchKey("pixel3", model, choice)).run_batches(n)
-    ff.sched.sync()
-    ff_cpu = time.process_time() - t0
+    c = check_fast_forward(lambda: Device(cfg), jobs)
+    full, ff, full_cpu, ff_cpu = c.full, c.ff, c.full_cpu_s, c.ff_cpu_s
     bare = (bare + bare_event_s(100_000, 2)) / 2
     total = 2 * n
     print(f"{total} batches: full {full_cpu / total / bare:,.0f} bare events/batch, fast-forward "
-          f"{ff_cpu / total / bare:,.0f} (x{full_cpu / ff_cpu:.1f}); memo hit rate {bm.hit_rate:.1%}")
+          f"{ff_cpu / total / bare:,.0f} (x{full_cpu / ff_cpu:.1f}); memo hit rate {c.memo.hit_rate:.1%}")
     print(f"time {ff.env.now / full.env.now - 1:+.3%}, energy "
           f"{ff.platform.total_energy_j / full.platform.total_energy_j - 1:+.3%}, final temperatures (C): "
           + ", ".join(f"{n} {a:.2f}/{b:.2f}" for n, a, b in zip(full.platform.thermal.nodes,

@@ -15,13 +15,12 @@ Run: python experiments/batchmodel_check.py [--jobs 2] [--batches 100] [--out re
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from swansim.batchmodel import BatchKey, BatchModel, FastForward, simulate_batch
+from swansim.batchmodel import BatchKey, check_fast_forward, simulate_batch
 from swansim.device import Device, DeviceConfig
 from swansim.dnn import calibrate as cal
 from swansim.dnn.choices import parse_choice, pytorch_default
@@ -77,33 +76,20 @@ def agreement(jobs) -> pd.DataFrame:
 def fast_forward(n: int) -> dict:
     cfg = DeviceConfig("pixel3", ambient_c=35.0)
     soc = Catalogue.load().device("pixel3").soc
-    jobs = [("resnet34", pytorch_default(soc)), ("shufflenet_v2_x2_0", parse_choice("4", soc))]
+    jobs = [("resnet34", pytorch_default(soc), n), ("shufflenet_v2_x2_0", parse_choice("4", soc), n)]
 
     def preheated():
         d = Device(cfg)
         SustainedGemm(d, list(d.spec.soc.big_cpus), 300.0, 5e9)
         d.run(300.0)
-        return d, (d.env.now, d.platform.total_energy_j, len(d.thermal.cap_log))
+        return d
 
-    full, (t0, e0, c0) = preheated()
-    cpu0 = time.process_time()
-    for model, choice in jobs:
-        job = TrainingJob(full.env, full.sched, soc, build_task(model), load_runtime("pytorch"), choice,
-                          n_batches=n, record_layers=False)
-        full.env.run(until=job.process)
-    full.sched.sync()
-    full_cpu = time.process_time() - cpu0
-    ff, (u0, f0, d0) = preheated()
-    bm = BatchModel()
-    cpu0 = time.process_time()
-    for model, choice in jobs:
-        FastForward(ff, bm, BatchKey("pixel3", model, choice)).run_batches(n)
-    ff.sched.sync()
-    ff_cpu = time.process_time() - cpu0
+    c = check_fast_forward(preheated, jobs)
+    full, ff, (t0, e0, c0), (u0, f0, d0) = c.full, c.ff, c.full_start, c.ff_start
     out = {"batches": 2 * n, "full_time_s": full.env.now - t0, "ff_time_s": ff.env.now - u0,
            "full_energy_j": full.platform.total_energy_j - e0, "ff_energy_j": ff.platform.total_energy_j - f0,
            "full_cap_changes": len(full.thermal.cap_log) - c0, "ff_cap_changes": len(ff.thermal.cap_log) - d0,
-           "cpu_speedup": full_cpu / ff_cpu, "memo_hit_rate": bm.hit_rate, "memo_misses": bm.misses}
+           "cpu_speedup": c.full_cpu_s / c.ff_cpu_s, "memo_hit_rate": c.memo.hit_rate, "memo_misses": c.memo.misses}
     for node, a, b in zip(full.platform.thermal.nodes, full.platform.thermal.temp_c, ff.platform.thermal.temp_c):
         out[f"full_{node}_c"], out[f"ff_{node}_c"] = float(a), float(b)
     return out

@@ -24,6 +24,7 @@ the thermal history's effect on the batch itself (only caps and leakage carry it
 """
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -296,3 +297,44 @@ class FastForward:
         rec = BatchRecord(len(self.records), start, env.now - start, dev.platform.total_energy_j - e0, caps0)
         self.records.append(rec)
         return rec
+
+
+@dataclass
+class FastForwardCheck:
+    """The same batches fully simulated on one phone and fast-forwarded on a twin: both phones
+    as they end, where each stood when the batches began (time s, energy J, cap changes), the
+    CPU seconds each path took and the memo the twin used."""
+
+    full: Device
+    ff: Device
+    full_start: tuple[float, float, int]
+    ff_start: tuple[float, float, int]
+    full_cpu_s: float
+    ff_cpu_s: float
+    memo: BatchModel
+
+
+def check_fast_forward(make_device: Callable[[], Device],
+                       jobs: Sequence[tuple[str, Choice, int]]) -> FastForwardCheck:
+    """The (model, choice, batches) of ``jobs`` in turn, on a phone from ``make_device`` fully
+    simulated and on another fast-forwarded (tests/test_batchmodel, experiments/batchmodel_check
+    and benchmarks/bench_fastforward compare the two). Making the phones is not timed."""
+    def where(dev: Device) -> tuple[float, float, int]:
+        return dev.env.now, dev.platform.total_energy_j, len(dev.thermal.cap_log)
+
+    full = make_device()
+    full_start = where(full)
+    cpu0 = time.process_time()
+    for model, choice, n in jobs:
+        job = TrainingJob(full.env, full.sched, full.spec.soc, build_task(model), load_runtime("pytorch"), choice,
+                          n_batches=n, record_layers=False)
+        full.env.run(until=job.process)
+    full.sched.sync()
+    full_cpu = time.process_time() - cpu0
+    ff, memo = make_device(), BatchModel()
+    ff_start = where(ff)
+    cpu0 = time.process_time()
+    for model, choice, n in jobs:
+        FastForward(ff, memo, BatchKey(ff.config.device, model, choice)).run_batches(n)
+    ff.sched.sync()
+    return FastForwardCheck(full, ff, full_start, ff_start, full_cpu, time.process_time() - cpu0, memo)

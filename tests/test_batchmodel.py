@@ -8,7 +8,7 @@ including when the thermal governor changes caps in the middle of a batch.
 import numpy as np
 import pytest
 
-from swansim.batchmodel import BatchKey, BatchModel, FastForward, simulate_batch
+from swansim.batchmodel import BatchKey, BatchModel, check_fast_forward, simulate_batch
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import parse_choice, pytorch_default
 from swansim.dnn.runtime import load_runtime
@@ -21,34 +21,6 @@ from swansim.runs.workloads import SustainedGemm
 CAT = Catalogue.load()
 PIXEL3 = CAT.device("pixel3")
 RT = load_runtime("pytorch")
-
-
-def full_run(cfg: DeviceConfig, jobs, preheat_s: float = 0.0):
-    """A device that (optionally) runs dense FP32 on its big cores, then the training jobs
-    ``[(model, choice, batches)]`` back to back, fully simulated."""
-    dev = Device(cfg, catalogue=CAT)
-    if preheat_s:
-        SustainedGemm(dev, list(dev.spec.soc.big_cpus), preheat_s, 5e9)
-        dev.run(preheat_s)
-    start = (dev.env.now, dev.platform.total_energy_j, len(dev.thermal.cap_log))
-    for model, choice, n in jobs:
-        job = TrainingJob(dev.env, dev.sched, dev.spec.soc, build_task(model), RT, choice, n_batches=n,
-                          record_layers=False)
-        dev.env.run(until=job.process)
-    dev.sched.sync()
-    return dev, start
-
-
-def ff_run(cfg: DeviceConfig, jobs, model: BatchModel, preheat_s: float = 0.0):
-    dev = Device(cfg, catalogue=CAT)
-    if preheat_s:
-        SustainedGemm(dev, list(dev.spec.soc.big_cpus), preheat_s, 5e9)
-        dev.run(preheat_s)
-    start = (dev.env.now, dev.platform.total_energy_j, len(dev.thermal.cap_log))
-    for name, choice, n in jobs:
-        FastForward(dev, model, BatchKey(cfg.device, name, choice)).run_batches(n)
-    dev.sched.sync()
-    return dev, start
 
 
 def test_a_memoised_batch_is_the_simulated_batch():
@@ -95,9 +67,15 @@ def test_fast_forward_matches_full_simulation_through_throttling():
     soc = PIXEL3.soc
     cfg = DeviceConfig("pixel3", ambient_c=35.0)
     jobs = [("resnet34", pytorch_default(soc), 30), ("shufflenet_v2_x2_0", parse_choice("4", soc), 10)]
-    full, (t0, e0, c0) = full_run(cfg, jobs, preheat_s=300.0)
-    bm = BatchModel()
-    ff, (u0, f0, d0) = ff_run(cfg, jobs, bm, preheat_s=300.0)
+
+    def preheated():
+        dev = Device(cfg, catalogue=CAT)
+        SustainedGemm(dev, list(dev.spec.soc.big_cpus), 300.0, 5e9)
+        dev.run(300.0)
+        return dev
+
+    c = check_fast_forward(preheated, jobs)
+    full, ff, (t0, e0, c0), (u0, f0, d0), bm = c.full, c.ff, c.full_start, c.ff_start, c.memo
     assert len(full.thermal.cap_log) > c0 and len(ff.thermal.cap_log) > d0   # throttling moved
     assert ff.env.now - u0 == pytest.approx(full.env.now - t0, rel=0.02)
     assert ff.platform.total_energy_j - f0 == pytest.approx(full.platform.total_energy_j - e0, rel=0.02)
