@@ -90,13 +90,13 @@ def test_walt_demand_is_path_independent(rate, cuts):
 def test_walt_demand_closed_form():
     walt = WaltDemand(W, 5, 15)
     d = walt.new(0.0)
-    assert walt.demand(d) == pytest.approx(0.15)                 # a new task: 15% of a window
+    assert d.demand == pytest.approx(0.15)                 # a new task: 15% of a window
     walt.advance(d, W, 0.6)
-    assert walt.demand(d) == pytest.approx(0.6)                  # max(last window, mean)
+    assert d.demand == pytest.approx(0.6)                  # max(last window, mean)
     walt.advance(d, 1.0, 0.0)                                   # asleep: empty windows dropped
-    assert walt.demand(d) == pytest.approx(0.6)
+    assert d.demand == pytest.approx(0.6)
     walt.advance(d, 1.0 + 10 * W, 0.1)                          # five windows at 0.1 replace all
-    assert walt.demand(d) == pytest.approx(0.1)
+    assert d.demand == pytest.approx(0.1)
 
 
 # -- placement ----------------------------------------------------------------------------------

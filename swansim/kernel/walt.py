@@ -89,12 +89,9 @@ class WaltDemand:
         del d.hist[self.hist_size:]
         d.demand = self._demand(d.hist)
 
-    def demand(self, d: TaskDemand) -> float:
-        """WINDOW_STATS_MAX_RECENT_AVG: max(last closed window, mean of the history), as a
-        share of one window on the biggest CPU at its top clock."""
-        return d.demand
-
     def _demand(self, hist: list[float]) -> float:
+        """WINDOW_STATS_MAX_RECENT_AVG: max(last closed window, mean of the history), as a
+        share of one window on the biggest CPU at its top clock (kept in `TaskDemand.demand`)."""
         return max(hist[0], sum(hist) / len(hist)) / self.window_s
 
 
