@@ -2,7 +2,8 @@
 
 The kernel tells the platform what changed (`set_freq`, `set_activity`); the platform keeps
 power piecewise constant between those changes, so `advance(now)` integrates energy and the
-RC network. Energy is integrated exactly, interval by interval. The RC network is stepped
+RC network. Energy is integrated exactly: the account is kept in pieces (a cluster's lines, the
+rest), each integrated whenever its power changes or the account is read. The RC network is stepped
 exactly too, with the mean heat of the intervals since its last step, once at least
 `THERMAL_STEP_S` has gathered (or when a temperature is read): its fastest mode takes
 seconds, so averaging the heat over a millisecond changes temperatures by microkelvins, and
@@ -66,19 +67,29 @@ class Platform:
         self._comp_node = [self._net.index[c.node] for c in comps]   # the node each line heats
         self._n_nodes = len(self._net.nodes)
         self._cluster_node = [self._net.index[c.name] for c in self.clusters]
-        self._heat = [0.0] * self._n_nodes        # heat per node since the last thermal step (J)
-        self._heat_s = 0.0
+        self._heat_s = 0.0                        # time gathered since the last thermal step
         self._leak_factor: list[float] = []   # per cluster: leakage / leakage at the reference temperature
         self._cores_stale = True              # `_cores` needs `_recompute_cores`
         self._cluster_memo: list[dict] = [{} for _ in self.clusters]
         self._refresh_leakage()
-        # Power per line of the account and per thermal node, as Python floats: a phone has a
-        # few dozen lines and a handful of nodes, too few for numpy to pay its per-call cost.
-        self._power = [0.0] * len(comps)
-        self._node_power = [0.0] * self._n_nodes
+        # The account in pieces, each a run of lines that change together: one per cluster (its
+        # cores' lines and its shared logic), then the rest (uncore, DRAM, board, screen,
+        # charger). A piece's power is integrated into the energy per line and the heat per
+        # node only when it changes (or someone reads them), not at every interval: a change
+        # usually touches one cluster and the DRAM line. Python floats: a phone has a few dozen
+        # lines and a handful of nodes, too few for numpy to pay its per-call cost.
+        self._piece_start = [0] * (len(self.clusters) + 1)   # first line of each piece
+        for k, c in enumerate(self.clusters):
+            self._piece_start[k + 1] = self._piece_start[k] + 2 * len(c.cpus) + 1
+        self._rest_nodes = [self._comp_node[j] for j in range(self._piece_start[-1], len(comps))]
+        n_pieces = len(self._piece_start)
+        self._piece_lines: list = [None] * n_pieces   # each piece's power per line (W) from its `since`
+        self._piece_heat = [0.0] * n_pieces             # their sum (W); a cluster heats its own node
+        self._piece_since = [0.0] * n_pieces            # integrated up to here
         self._total_power_w = 0.0
         self._stale = True
-        self._energy = [0.0] * len(comps)
+        self._energy = [0.0] * len(comps)         # per line, each piece's up to its `since`
+        self._heat = [0.0] * self._n_nodes        # per node since the last thermal step, likewise
         self._total_energy_j = 0.0
         self.time_s = 0.0
         self.probes: list[IntervalProbe] = []
@@ -93,7 +104,6 @@ class Platform:
         self._dram_j_per_byte = soc.dram_energy_pj_per_byte * 1e-12
         self._base_w = spec.base_power_mw * 1e-3
         self._screen_w = spec.screen_power_mw * 1e-3
-        self._n_cluster_lines = sum(2 * len(c.cpus) + 1 for c in self.clusters)
         self._leak_idx = [[j for j, name in enumerate(self.component_names)
                            if name.endswith(".leakage") and int(name[3:name.index(".")]) in c.cpus]
                           for c in self.clusters]
@@ -162,21 +172,49 @@ class Platform:
         t0 = self.time_s
         if self._stale:
             self._recompute()
-        self._energy = [e + w * dt for e, w in zip(self._energy, self._power)]
         self._total_energy_j += self._total_power_w * dt
         self.time_s = now_s
         for probe in self.probes:   # they see the interval's power
             probe(t0, now_s, self)
         if not self.frozen_temps:
-            self._heat = [h + w * dt for h, w in zip(self._heat, self._node_power)]
             self._heat_s += dt
             if self._heat_s >= THERMAL_STEP_S:
                 self._step_thermal()
+
+    def _fold(self, i: int) -> None:
+        """Integrate piece ``i``'s power from its `since` up to the present time."""
+        dt = self.time_s - self._piece_since[i]
+        lines = self._piece_lines[i]
+        if dt <= 0.0 or lines is None:
+            return
+        self._piece_since[i] = self.time_s
+        e, j = self._energy, self._piece_start[i]
+        for w in lines:
+            e[j] += w * dt
+            j += 1
+        if self.frozen_temps:
+            return
+        if i < len(self.clusters):
+            self._heat[self._cluster_node[i]] += self._piece_heat[i] * dt
+        else:
+            for w, n in zip(lines, self._rest_nodes):
+                self._heat[n] += w * dt
+
+    def _fold_all(self) -> None:
+        for i in range(len(self._piece_lines)):
+            self._fold(i)
+
+    def _install(self, i: int, lines, heat_w: float) -> None:
+        """Piece ``i`` draws ``lines`` (W, ``heat_w`` in all) from the present time on."""
+        self._fold(i)
+        self._piece_since[i] = self.time_s
+        self._piece_lines[i], self._piece_heat[i] = lines, heat_w
 
     def _step_thermal(self) -> None:
         """Integrate the gathered heat into the RC network; leakage follows the new temperatures."""
         if self._heat_s <= 0.0:
             return
+        self._fold_all()
         self._net.step(self._heat_s, [h / self._heat_s for h in self._heat])
         self._heat = [0.0] * self._n_nodes
         self._heat_s = 0.0
@@ -203,18 +241,24 @@ class Platform:
         """Power per line of the energy account (W) from now until the next change."""
         if self._stale:
             self._recompute()
-        return np.array(self._power)
+        return np.array([w for lines in self._piece_lines for w in lines])
 
     @property
     def node_power_w(self) -> np.ndarray:
         """Heat into each thermal node (W), in the order of ``thermal.nodes``, from now on."""
         if self._stale:
             self._recompute()
-        return np.array(self._node_power)
+        node = [0.0] * self._n_nodes
+        for k, n in enumerate(self._cluster_node):
+            node[n] += self._piece_heat[k]
+        for w, n in zip(self._piece_lines[-1], self._rest_nodes):
+            node[n] += w
+        return np.array(node)
 
     @property
     def energy_j(self) -> np.ndarray:
         """Energy per line of the energy account since the start (J)."""
+        self._fold_all()
         return np.array(self._energy)
 
     @property
@@ -229,6 +273,7 @@ class Platform:
         return self._total_energy_j
 
     def energy_by_component(self) -> dict[str, float]:
+        self._fold_all()
         return dict(zip(self.component_names, self._energy))
 
     def temp_c(self, node: str) -> float:
@@ -241,29 +286,25 @@ class Platform:
         if self._held is not None:
             self._recompute_held()
             return
+        n_k = len(self.clusters)
         if self._cores_stale:
             self._recompute_cores()
-        out, node, any_busy = self._cores
-        out, node = list(out), list(node)
-        out.append(self._soc_active_w * any_busy)
-        out.append(self.dram_bytes_per_s * self._dram_j_per_byte)
-        out.append(self._base_w)
-        out.append(self._screen_w if self.screen_on else 0.0)
+        any_busy = self._any_busy
+        cores_w = self._cores_w
+        rest = [self._soc_active_w * any_busy, self.dram_bytes_per_s * self._dram_j_per_byte,
+                self._base_w, self._screen_w if self.screen_on else 0.0]
         if self._has_charger:
-            out.append(self._charger_line(sum(node) + sum(out[self._n_cluster_lines:])))
-        for j in range(self._n_cluster_lines, len(out)):   # the uncore, DRAM, board, screen, charger lines
-            node[self._comp_node[j]] += out[j]
-        self._power, self._node_power = out, node
-        self._total_power_w = sum(node)
+            rest.append(self._charger_line(cores_w + sum(rest)))
+        if rest != self._piece_lines[n_k]:
+            self._install(n_k, rest, sum(rest))
+        self._total_power_w = cores_w + self._piece_heat[n_k]
         self._stale = False
 
     def _recompute_cores(self) -> None:
-        """The clusters' lines, their heat per node and the busiest cluster's share: they change
-        only with utilisation, a clock or leakage, not with DRAM traffic or the screen."""
+        """The clusters' pieces, their sum and the busiest cluster's share: they change only
+        with utilisation, a clock or leakage, not with DRAM traffic or the screen."""
         util = self.util
-        out = []
-        node = [0.0] * self._n_nodes
-        any_busy = 0.0
+        any_busy = cores_w = 0.0
         freq = self.freq_mhz
         for k, (cpus, node_k, active_w_at_fmax, fmax) in enumerate(self._cluster_consts):
             us = tuple(util[c] for c in cpus)
@@ -275,11 +316,12 @@ class Platform:
                     memo.clear()
                 got = memo[us, freq[k]] = self._cluster_lines(k, us, active_w_at_fmax, fmax)
             lines, heat, cluster_busy = got
-            out += lines
-            node[node_k] += heat
+            if lines is not self._piece_lines[k]:
+                self._install(k, lines, heat)
+            cores_w += heat
             if cluster_busy > any_busy:
                 any_busy = cluster_busy
-        self._cores = (out, node, any_busy)
+        self._any_busy, self._cores_w = any_busy, cores_w
         self._cores_stale = False
 
     def _cluster_lines(self, k: int, util: tuple, active_w_at_fmax: float, fmax: float):
@@ -309,12 +351,11 @@ class Platform:
         p[self._screen_idx] = self._screen_w if self.screen_on else 0.0
         if self._has_charger:
             p[-1] = self._charger_line(sum(p[:-1]))
-        self._set_power(p)
-
-    def _set_power(self, p: list[float]) -> None:
-        node = [0.0] * self._n_nodes
-        for w, n in zip(p, self._comp_node):
-            node[n] += w
-        self._power, self._node_power = p, node
+        starts = self._piece_start + [len(p)]
+        for i in range(len(starts) - 1):
+            lines = p[starts[i]:starts[i + 1]]
+            if lines != self._piece_lines[i]:
+                self._install(i, lines, sum(lines))
         self._total_power_w = sum(p)
         self._stale = False
+        self._cores_stale = True   # the model's pieces are not the held ones
