@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Sequence
 
 from swansim.dnn.choices import Choice, Plan
@@ -78,9 +78,14 @@ class Region:
     team: tuple[Work, ...]             # one per thread; a single member = the master alone
     spans_clusters: bool               # the team mixes core families
 
-    @property
+    @cached_property
     def parallel(self) -> bool:
         return len(self.team) > 1
+
+    @cached_property
+    def fork_speed(self) -> tuple[float, ...]:
+        """The master's serial part before the fork as one work unit: units per cycle per cluster."""
+        return tuple(1.0 / max(c, 1e-9) for c in self.serial_cycles)
 
 
 @dataclass(frozen=True)

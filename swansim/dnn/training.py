@@ -39,7 +39,7 @@ from swansim.hw.profile import TOP_APP, SocSpec
 PlanLike = Union[Choice, Plan, Callable[[int], Union[Choice, Plan]]]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Join:
     """The master at the join of one region: asleep once its spin budget ran out."""
 
@@ -47,7 +47,7 @@ class _Join:
     token: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Team:
     """A forked region: how many members have not arrived at the join yet, and what to call
     when the last one has (the master's continuation)."""
@@ -56,7 +56,7 @@ class _Team:
     resume: Callable[[], None] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Work:
     """A request of the job's driver: run ``amount`` units on ``thread``, then go on."""
 
@@ -66,7 +66,7 @@ class _Work:
     bytes_per_unit: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Worker:
     """Pool bookkeeping for one thread: spinning in the pool, asleep, or working."""
 
@@ -263,8 +263,7 @@ class TrainingJob:
         if not th.runnable:
             self.sched.spin(th)   # holds its core (and burns power) while it polls
         tok = w.token
-        timer = self.env.timeout(budget / self._freq_hz(i))
-        timer.callbacks.append(lambda _ev: self._fall_asleep(i, tok))
+        self.env.call_in(budget / self._freq_hz(i), lambda _ev: self._fall_asleep(i, tok))
 
     def _fall_asleep(self, i: int, tok: int) -> None:
         w = self._workers[i]
@@ -307,7 +306,7 @@ class TrainingJob:
         n = len(r.team)
         finishes = [0.0] * n
         if r.repeat == 1:
-            yield _Work(master, 1.0, tuple(1.0 / max(c, 1e-9) for c in r.serial_cycles))
+            yield _Work(master, 1.0, r.fork_speed)
             wakes = [0.0] + [self._stop_worker(i) for i in range(1, n)]
             m = sum(1 for x in wakes if x > 0)
             futex = m * self._futex_s(0)
@@ -375,7 +374,7 @@ class TrainingJob:
         k = self._cluster(i)
         amount = busy_cycles * w.speed[k]
         if amount <= 0:
-            self.env.timeout(idle_s).callbacks.append(lambda _ev: self._member_arrives(i, finishes, team))
+            self.env.call_in(idle_s, lambda _ev: self._member_arrives(i, finishes, team))
             return
         bpu = w.bytes_per_unit * w.units * r.repeat / amount
         self.sched.run(th, amount, w.speed, bpu, on_done=lambda: self._member_arrives(i, finishes, team),
@@ -390,8 +389,7 @@ class TrainingJob:
         def done() -> None:
             if join is not None:   # armed before arriving: the last arrival resumes the master at once
                 tok = join.token
-                timer = self.env.timeout(self._spin_cycles(i) / self._freq_hz(i))
-                timer.callbacks.append(lambda _ev: self._master_sleeps(join, tok))
+                self.env.call_in(self._spin_cycles(i) / self._freq_hz(i), lambda _ev: self._master_sleeps(join, tok))
             self._member_arrives(i, finishes, team)
 
         def work(_ev=None) -> None:
@@ -403,7 +401,7 @@ class TrainingJob:
             self.sched.run(th, amount, w.speed, bpu, on_done=done)
 
         if delay_s > 0:
-            self.env.timeout(delay_s).callbacks.append(work)
+            self.env.call_in(delay_s, work)
         else:
             work()
 

@@ -98,7 +98,9 @@ class Platform:
         self._charger = (0.0, 0.0, 0.0)     # (fixed W, share of the load, cap W): see set_charging_loss
         self._has_charger = "charging_loss" in self.component_names
         # constants of the power evaluation, looked up once
-        self._cluster_consts = [(c.cpus, self._cluster_node[k], c.cluster_active_mw * 1e-3, c.fmax_mhz)
+        # a cluster's cores as a slice of the utilisation list where they are numbered in a row
+        self._cluster_consts = [(slice(c.cpus[0], c.cpus[-1] + 1) if list(c.cpus) == list(range(c.cpus[0], c.cpus[-1] + 1))
+                                 else c.cpus, self._cluster_node[k], c.cluster_active_mw * 1e-3, c.fmax_mhz)
                                 for k, c in enumerate(self.clusters)]
         self._soc_active_w = soc.soc_active_mw * 1e-3
         self._dram_j_per_byte = soc.dram_energy_pj_per_byte * 1e-12
@@ -148,7 +150,7 @@ class Platform:
 
     def _charger_line(self, load_w: float) -> float:
         fixed, per_load, max_w = self._charger
-        self.charging_loss_w = min(max_w, fixed + per_load * load_w)
+        self.charging_loss_w = min(max_w, fixed + per_load * load_w) if (fixed or per_load) else 0.0
         return self.charging_loss_w
 
     def hold(self, power_w: Sequence[float], at_temp_c: float) -> None:
@@ -189,16 +191,16 @@ class Platform:
             return
         self._piece_since[i] = self.time_s
         e, j = self._energy, self._piece_start[i]
-        for w in lines:
-            e[j] += w * dt
-            j += 1
+        j1 = j + len(lines)
+        e[j:j1] = [a + w * dt for a, w in zip(e[j:j1], lines)]
         if self.frozen_temps:
             return
-        if i < len(self.clusters):
-            self._heat[self._cluster_node[i]] += self._piece_heat[i] * dt
+        heat = self._heat
+        if i < len(self._cluster_node):
+            heat[self._cluster_node[i]] += self._piece_heat[i] * dt
         else:
             for w, n in zip(lines, self._rest_nodes):
-                self._heat[n] += w * dt
+                heat[n] += w * dt
 
     def _fold_all(self) -> None:
         for i in range(len(self._piece_lines)):
@@ -307,7 +309,7 @@ class Platform:
         any_busy = cores_w = 0.0
         freq = self.freq_mhz
         for k, (cpus, node_k, active_w_at_fmax, fmax) in enumerate(self._cluster_consts):
-            us = tuple(util[c] for c in cpus)
+            us = tuple(util[cpus]) if type(cpus) is slice else tuple(util[c] for c in cpus)
             # a cluster's lines for each pattern of busy cores seen since leakage last changed
             memo = self._cluster_memo[k]
             got = memo.get((us, freq[k]))

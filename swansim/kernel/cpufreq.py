@@ -200,6 +200,10 @@ class Schedutil(Governor):
     def attach(self, policy: CpufreqPolicy) -> None:
         self.policy = policy
         self.env = policy.sched.env
+        self._sched = policy.sched
+        cpus = list(policy.cpus)
+        # the domain's cores as a slice of the scheduler's per-core lists where they are in a row
+        self._cpus = slice(cpus[0], cpus[-1] + 1) if cpus == list(range(cpus[0], cpus[-1] + 1)) else None
         self._util = [0.0] * len(policy.cpus)      # PELT-like average per core, at _time_s
         self._target = self._targets()              # what each core's average tends to now
         self._busy_version = policy.sched.busy_version
@@ -219,8 +223,10 @@ class Schedutil(Governor):
         return list(self._util)
 
     def _targets(self) -> list[float]:
-        busy = self.policy.sched.busy_now
-        scale = self.policy.cur_mhz / self.policy.fmax_mhz if self.invariant else 1.0
+        busy = self._sched.busy_now
+        if not self.invariant:
+            return busy[self._cpus] if self._cpus is not None else [busy[c] for c in self.policy.cpus]
+        scale = self.policy.cur_mhz / self.policy.fmax_mhz
         return [busy[c] * scale for c in self.policy.cpus]
 
     def _settle(self) -> None:
@@ -241,10 +247,10 @@ class Schedutil(Governor):
         self._evaluate(force=True)
 
     def _on_replan(self) -> None:
-        sched = self.policy.sched
-        if sched.busy_version == self._busy_version and not self.invariant:
+        version = self._sched.busy_version
+        if version == self._busy_version and not self.invariant:
             return  # no core's busy state changed: the targets and the armed timer still hold
-        self._busy_version = sched.busy_version
+        self._busy_version = version
         target = self._targets()
         if target == self._target:
             return  # nothing this domain sees changed; the armed timer still holds
@@ -297,7 +303,7 @@ class Schedutil(Governor):
         if at >= self._timer_s:
             return
         self._timer_s = at
-        self.env.timeout(max(dt_s, 0.0)).callbacks.append(lambda _ev: self._on_timer(at))
+        self.env.call_in(max(dt_s, 0.0), lambda _ev: self._on_timer(at))
 
     def _on_timer(self, at: float) -> None:
         if at != self._timer_s:

@@ -49,9 +49,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from heapq import heappush
 from typing import Callable, Iterable, Sequence
 
 import simpy
+from simpy.events import NORMAL
 
 from swansim.hw.platform import Platform
 from swansim.hw.profile import CACHE_LINE_BYTES
@@ -92,6 +94,14 @@ class Environment(simpy.Environment):
     def at_instant_end(self, fn: Callable[[], None]) -> None:
         self._instant_end.append(fn)
 
+    def call_in(self, delay_s: float, fn: Callable[[object], None]) -> None:
+        """Call ``fn(timer)`` ``delay_s`` from now, in order with SimPy's own timeouts: a timer
+        nothing waits on, without a `simpy.Timeout`'s set-up (the kernel arms thousands a
+        simulated second)."""
+        if delay_s < 0:
+            raise ValueError(f"negative delay {delay_s}")
+        heappush(self._queue, (self._now + delay_s, NORMAL, next(self._eid), _Timer(fn)))
+
     def step(self) -> None:
         queue = self._queue
         while self._instant_end and (not queue or queue[0][0] > self._now):
@@ -100,6 +110,16 @@ class Environment(simpy.Environment):
                 fn()
         self.n_events += 1
         super().step()
+
+
+class _Timer:
+    """What `Environment.call_in` queues: SimPy's step reads only ``callbacks`` and ``_ok``."""
+
+    __slots__ = ("callbacks", "_ok")
+
+    def __init__(self, fn: Callable[[object], None]):
+        self.callbacks = [fn]
+        self._ok = True
 
 
 def nice_to_weight(nice: int) -> int:
@@ -784,7 +804,7 @@ class WaltPlacement:
 
     def _arm(self, now: float) -> None:
         at = self._timer_at = (self.walt.window_of(now) + 1) * self.window_s
-        self.sched.env.timeout(max(0.0, at - now)).callbacks.append(lambda _ev: self._rollover(at))
+        self.sched.env.call_in(max(0.0, at - now), lambda _ev: self._rollover(at))
 
     def _rollover(self, at: float) -> None:
         """The kernel's window rollover: close the window, run core_ctl, find new misfits."""
@@ -1038,8 +1058,10 @@ class Scheduler:
         runnable = self._runnable
         p = self.platform
         weight_on = [0.0] * p.n_cpus
+        busy = [0.0] * p.n_cpus     # 1.0 where a thread runs (weights are positive)
         for t in runnable:
             weight_on[t.cpu] += t.weight
+            busy[t.cpu] = 1.0
         dram_bps = 0.0
         exposed = []
         freq, cl = p.freq_mhz, p.cluster_of_cpu
@@ -1078,7 +1100,6 @@ class Scheduler:
                 if t.bytes_per_unit > 0.0:
                     t.rate *= scale
             dram_bps = bw
-        busy = [1.0 if w > 0 else 0.0 for w in weight_on]
         if self._held_busy is not None:
             busy = list(self._held_busy)
         elif gaps:
@@ -1127,7 +1148,9 @@ class Scheduler:
         dt = math.inf
         for t in self._runnable:
             if t.rate > 0.0:
-                dt = min(dt, t.remaining / t.rate)
+                left = t.remaining / t.rate
+                if left < dt:
+                    dt = left
         now = self.env.now
         self._due_s = now + dt
         if dt < math.inf and self._due_s < self._timer_s:
@@ -1135,7 +1158,7 @@ class Scheduler:
 
     def _set_timer(self, dt_s: float) -> None:
         at = self._timer_s = self.env.now + dt_s
-        self.env.timeout(dt_s).callbacks.append(lambda _ev: self._on_timer(at))
+        self.env.call_in(dt_s, lambda _ev: self._on_timer(at))
 
     def _on_timer(self, at: float) -> None:
         if at != self._timer_s:
