@@ -73,19 +73,21 @@ class Platform:
         self._cluster_memo: list[dict] = [{} for _ in self.clusters]
         self._refresh_leakage()
         # The account in pieces, each a run of lines that change together: one per cluster (its
-        # cores' lines and its shared logic), then the rest (uncore, DRAM, board, screen,
-        # charger). A piece's power is integrated into the energy per line and the heat per
-        # node only when it changes (or someone reads them), not at every interval: a change
-        # usually touches one cluster and the DRAM line. Python floats: a phone has a few dozen
-        # lines and a handful of nodes, too few for numpy to pay its per-call cost.
-        self._piece_start = [0] * (len(self.clusters) + 1)   # first line of each piece
-        for k, c in enumerate(self.clusters):
-            self._piece_start[k + 1] = self._piece_start[k] + 2 * len(c.cpus) + 1
-        self._rest_nodes = [self._comp_node[j] for j in range(self._piece_start[-1], len(comps))]
-        n_pieces = len(self._piece_start)
-        self._piece_lines: list = [None] * n_pieces   # each piece's power per line (W) from its `since`
-        self._piece_heat = [0.0] * n_pieces             # their sum (W); a cluster heats its own node
-        self._piece_since = [0.0] * n_pieces            # integrated up to here
+        # cores' lines and its shared logic), then one per remaining line (uncore, DRAM, board,
+        # screen, charger); each heats one node. A piece's power is integrated into the energy
+        # per line and the heat per node only when it changes (or someone reads them), not at
+        # every interval: a change usually touches one cluster and the DRAM line. Python floats:
+        # a phone has a few dozen lines and a handful of nodes, too few for numpy to pay its
+        # per-call cost.
+        self._n_k = len(self.clusters)
+        starts = [0]
+        for c in self.clusters:
+            starts.append(starts[-1] + 2 * len(c.cpus) + 1)
+        self._piece_start = starts + list(range(starts[-1] + 1, len(comps)))   # first line of each
+        self._piece_node = self._cluster_node + [self._comp_node[j] for j in range(starts[-1], len(comps))]
+        self._piece_lines: list = [[0.0] * (2 * len(c.cpus) + 1) for c in self.clusters]   # a cluster's lines (W)
+        self._piece_w = [0.0] * len(self._piece_start)     # each piece's power (W) from its `since`
+        self._piece_since = [0.0] * len(self._piece_start)  # integrated up to here
         self._total_power_w = 0.0
         self._stale = True
         self._energy = [0.0] * len(comps)         # per line, each piece's up to its `since`
@@ -186,31 +188,30 @@ class Platform:
     def _fold(self, i: int) -> None:
         """Integrate piece ``i``'s power from its `since` up to the present time."""
         dt = self.time_s - self._piece_since[i]
-        lines = self._piece_lines[i]
-        if dt <= 0.0 or lines is None:
+        if dt <= 0.0:
             return
         self._piece_since[i] = self.time_s
         e, j = self._energy, self._piece_start[i]
-        j1 = j + len(lines)
-        e[j:j1] = [a + w * dt for a, w in zip(e[j:j1], lines)]
-        if self.frozen_temps:
-            return
-        heat = self._heat
-        if i < len(self._cluster_node):
-            heat[self._cluster_node[i]] += self._piece_heat[i] * dt
+        if i < self._n_k:
+            lines = self._piece_lines[i]
+            j1 = j + len(lines)
+            e[j:j1] = [a + w * dt for a, w in zip(e[j:j1], lines)]
         else:
-            for w, n in zip(lines, self._rest_nodes):
-                heat[n] += w * dt
+            e[j] += self._piece_w[i] * dt
+        if not self.frozen_temps:
+            self._heat[self._piece_node[i]] += self._piece_w[i] * dt
 
     def _fold_all(self) -> None:
-        for i in range(len(self._piece_lines)):
+        for i in range(len(self._piece_w)):
             self._fold(i)
 
-    def _install(self, i: int, lines, heat_w: float) -> None:
-        """Piece ``i`` draws ``lines`` (W, ``heat_w`` in all) from the present time on."""
+    def _install(self, i: int, power_w: float, lines=None) -> None:
+        """Piece ``i`` draws ``power_w`` (per line: ``lines``, for a cluster) from the present time on."""
         self._fold(i)
         self._piece_since[i] = self.time_s
-        self._piece_lines[i], self._piece_heat[i] = lines, heat_w
+        self._piece_w[i] = power_w
+        if lines is not None:
+            self._piece_lines[i] = lines
 
     def _step_thermal(self) -> None:
         """Integrate the gathered heat into the RC network; leakage follows the new temperatures."""
@@ -243,7 +244,7 @@ class Platform:
         """Power per line of the energy account (W) from now until the next change."""
         if self._stale:
             self._recompute()
-        return np.array([w for lines in self._piece_lines for w in lines])
+        return np.array([w for lines in self._piece_lines for w in lines] + self._piece_w[self._n_k:])
 
     @property
     def node_power_w(self) -> np.ndarray:
@@ -251,9 +252,7 @@ class Platform:
         if self._stale:
             self._recompute()
         node = [0.0] * self._n_nodes
-        for k, n in enumerate(self._cluster_node):
-            node[n] += self._piece_heat[k]
-        for w, n in zip(self._piece_lines[-1], self._rest_nodes):
+        for w, n in zip(self._piece_w, self._piece_node):
             node[n] += w
         return np.array(node)
 
@@ -288,18 +287,18 @@ class Platform:
         if self._held is not None:
             self._recompute_held()
             return
-        n_k = len(self.clusters)
         if self._cores_stale:
             self._recompute_cores()
-        any_busy = self._any_busy
         cores_w = self._cores_w
-        rest = [self._soc_active_w * any_busy, self.dram_bytes_per_s * self._dram_j_per_byte,
+        rest = [self._soc_active_w * self._any_busy, self.dram_bytes_per_s * self._dram_j_per_byte,
                 self._base_w, self._screen_w if self.screen_on else 0.0]
         if self._has_charger:
             rest.append(self._charger_line(cores_w + sum(rest)))
-        if rest != self._piece_lines[n_k]:
-            self._install(n_k, rest, sum(rest))
-        self._total_power_w = cores_w + self._piece_heat[n_k]
+        piece_w = self._piece_w
+        for i, w in enumerate(rest, self._n_k):
+            if w != piece_w[i]:
+                self._install(i, w)
+        self._total_power_w = cores_w + sum(rest)
         self._stale = False
 
     def _recompute_cores(self) -> None:
@@ -319,7 +318,7 @@ class Platform:
                 got = memo[us, freq[k]] = self._cluster_lines(k, us, active_w_at_fmax, fmax)
             lines, heat, cluster_busy = got
             if lines is not self._piece_lines[k]:
-                self._install(k, lines, heat)
+                self._install(k, heat, lines)
             cores_w += heat
             if cluster_busy > any_busy:
                 any_busy = cluster_busy
@@ -356,8 +355,11 @@ class Platform:
         starts = self._piece_start + [len(p)]
         for i in range(len(starts) - 1):
             lines = p[starts[i]:starts[i + 1]]
-            if lines != self._piece_lines[i]:
-                self._install(i, lines, sum(lines))
+            if i >= self._n_k:
+                if lines[0] != self._piece_w[i]:
+                    self._install(i, lines[0])
+            elif lines != self._piece_lines[i]:
+                self._install(i, sum(lines), lines)
         self._total_power_w = sum(p)
         self._stale = False
         self._cores_stale = True   # the model's pieces are not the held ones

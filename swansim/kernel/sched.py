@@ -453,6 +453,7 @@ class WaltPlacement:
         self._placed: set = set()                # (tid, cpu, affinity) as last placed ...
         self._placed_window = -1                 # ... in this window
         self._timer_at = math.inf
+        self._boost: dict[str, bool] = {}        # Android group -> boosted (schedtune.boost > 0)
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -512,7 +513,10 @@ class WaltPlacement:
         return self.kernel.stune(t.cgroup)
 
     def _boosted(self, t: Thread) -> bool:
-        return self._stune(t).boost_pct > 0.0
+        boosted = self._boost.get(t.cgroup)
+        if boosted is None:
+            boosted = self._boost[t.cgroup] = self._stune(t).boost_pct > 0.0
+        return boosted
 
     def _skip_min(self, t: Thread) -> bool:
         g = self._coloc.get(t.cgroup)
@@ -685,7 +689,9 @@ class WaltPlacement:
     def _balance(self, threads, dem, iso, count, util, load, seen_count) -> bool:
         """Misfit pull by an idle bigger CPU, and an idle CPU taking a task from a shared one;
         True if a task moved."""
-        movable = [t for t in threads if len(t.affinity) > 1]
+        # Only a misfit or a task sharing its CPU may move; a move only fills an idle CPU, so
+        # no other task becomes one during the pass.
+        movable = [t for t in threads if len(t.affinity) > 1 and (count[t.cpu] > 1 or self._misfit(t, dem[t.tid]))]
         if not movable:
             return False
         moved = False
