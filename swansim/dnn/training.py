@@ -93,6 +93,7 @@ class TrainingJob:
         self.env, self.sched, self.platform = env, sched, sched.platform
         self.soc, self.model, self.runtime, self.mode = soc, model, runtime, mode
         self.view = SocView.of(soc, runtime)
+        self._spin_cyc = [runtime.spin_budget_cycles(fam) for fam in self.view.family]   # per cluster
         self._plan = plan
         self.n_batches = n_batches
         self.nice, self.name = nice, name
@@ -253,7 +254,8 @@ class TrainingJob:
         """Worker ``i`` (spinning at the barrier) waits in the pool: spin for the budget, then sleep."""
         w = self._workers[i]
         w.token += 1
-        budget = self._spin_cycles(i)
+        k = self._cluster(i)
+        budget = self._spin_cyc[k]
         if budget <= 0:
             self.sched.stop(self.pool[i])
             w.state = "sleep"
@@ -263,7 +265,7 @@ class TrainingJob:
         if not th.runnable:
             self.sched.spin(th)   # holds its core (and burns power) while it polls
         tok = w.token
-        self.env.call_in(budget / self._freq_hz(i), lambda _ev: self._fall_asleep(i, tok))
+        self.env.call_in(budget / (self.platform.freq_mhz[k] * 1e6), lambda _ev: self._fall_asleep(i, tok))
 
     def _fall_asleep(self, i: int, tok: int) -> None:
         w = self._workers[i]
@@ -282,8 +284,10 @@ class TrainingJob:
     def _wake_latency(self, i: int) -> float:
         return self.runtime.family[self.view.family[self._cluster(i)]].wake_latency_s
 
-    def _spin_cycles(self, i: int) -> float:
-        return self.runtime.spin_budget_cycles(self.view.family[self._cluster(i)])
+    def _spin_s(self, i: int) -> float:
+        """How long thread ``i`` spins before it sleeps, at its core's present clock."""
+        k = self._cluster(i)
+        return self._spin_cyc[k] / (self.platform.freq_mhz[k] * 1e6)
 
     def _futex_s(self, i: int) -> float:
         """What thread ``i`` spends waking one sleeping thread (futex_wake), at its current speed."""
@@ -389,7 +393,7 @@ class TrainingJob:
         def done() -> None:
             if join is not None:   # armed before arriving: the last arrival resumes the master at once
                 tok = join.token
-                self.env.call_in(self._spin_cycles(i) / self._freq_hz(i), lambda _ev: self._master_sleeps(join, tok))
+                self.env.call_in(self._spin_s(i), lambda _ev: self._master_sleeps(join, tok))
             self._member_arrives(i, finishes, team)
 
         def work(_ev=None) -> None:

@@ -262,7 +262,8 @@ class Schedutil(Governor):
         self.n_evaluations += 1
         p = self.policy
         now = self.env.now
-        want = self.target_mhz()
+        self._settle()
+        want = schedutil_freq_mhz(p.opps_mhz, max(self._util), p.cap_mhz, self.headroom)
         cur = p.cur_mhz
         if want != cur:
             limit = self.up_rate_limit_s if want > cur else self.down_rate_limit_s
