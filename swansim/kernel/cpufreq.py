@@ -196,6 +196,8 @@ class Schedutil(Governor):
         self.invariant = invariant
         self.n_evaluations = 0
         self._timer_s = math.inf   # when the one pending timer fires (inf: none)
+        self._band: tuple | None = None   # (clock, cap) the utilisation bounds below were found for
+        self._bounds: tuple = (None, None)
 
     def attach(self, policy: CpufreqPolicy) -> None:
         self.policy = policy
@@ -278,11 +280,15 @@ class Schedutil(Governor):
     def _next_crossing_s(self) -> float:
         """Time until the domain's utilisation may leave the band that maps to the current OPP."""
         p = self.policy
-        opps, scale = p.opps_mhz, self.headroom * p.fmax_mhz
-        i = bisect.bisect_left(opps, p.cur_mhz - 1e-9)
-        i_cap = bisect.bisect_left(opps, p.cap_mhz - 1e-9)
-        lower = opps[i - 1] / scale if i > 0 else None       # util <= lower: a lower OPP
-        upper = opps[i] / scale if i < i_cap else None        # util > upper: a higher OPP
+        band = (p.cur_mhz, p.cap_mhz)
+        if band != self._band:
+            opps, scale = p.opps_mhz, self.headroom * p.fmax_mhz
+            i = bisect.bisect_left(opps, band[0] - 1e-9)
+            i_cap = bisect.bisect_left(opps, band[1] - 1e-9)
+            self._band = band
+            self._bounds = (opps[i - 1] / scale if i > 0 else None,       # util <= lower: a lower OPP
+                            opps[i] / scale if i < i_cap else None)        # util > upper: a higher OPP
+        lower, upper = self._bounds
         h = self.half_life_s
         best = math.inf
         for u, g in zip(self._util, self._target):

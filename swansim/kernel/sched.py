@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from heapq import heappush
+from heapq import heappop, heappush
 from typing import Callable, Iterable, Sequence
 
 import simpy
@@ -109,6 +109,13 @@ class Environment(simpy.Environment):
             for fn in fns:
                 fn()
         self.n_events += 1
+        if queue and type(queue[0][3]) is _Timer:
+            # a kernel timer: nothing waits on it and it cannot fail, so SimPy's bookkeeping
+            # (callback hand-over, failure checks) has nothing to do
+            self._now, _, _, timer = heappop(queue)
+            for fn in timer.callbacks:
+                fn(timer)
+            return
         super().step()
 
 
@@ -455,6 +462,8 @@ class WaltPlacement:
         self._timer_at = math.inf
         self._boost: dict[str, bool] = {}        # Android group -> boosted (schedtune.boost > 0)
         self._wake_memo: dict[tuple, int] = {}   # what _wake_cpu decided, by all it reads
+        self._cpu_rate: list[float] = []         # per CPU: capacity x clock / top clock ...
+        self._cpu_rate_freq: list[float] = []    # ... at these clocks
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -562,7 +571,11 @@ class WaltPlacement:
         if len(placed) == len(threads) and not any(len(t.affinity) > 1 for t in placed):
             self._remember(threads, window)
             return   # every thread pinned: nothing to decide
-        dem = {t.tid: self._record(t, now).demand for t in threads}
+        # demand changes only when a window closes: a record already in this window is current
+        dem, rec = {}, self._rec
+        for t in threads:
+            d = rec.get(t.tid)
+            dem[t.tid] = (d if d is not None and d.window == window else self._record(t, now)).demand
         util = [0.0] * n
         for t in placed:
             util[t.cpu] += dem[t.tid]
@@ -787,11 +800,19 @@ class WaltPlacement:
         p = sched.platform
         now = sched.env.now
         cl, freq, fmax, cap = p.cluster_of_cpu, p.freq_mhz, self._fmax, self.cap
+        if freq != self._cpu_rate_freq:
+            # what a thread running alone all the time on each CPU adds to its demand per second
+            self._cpu_rate = [cap[c] * freq[cl[c]] / fmax[cl[c]] for c in range(p.n_cpus)]
+            self._cpu_rate_freq = list(freq)
+        cpu_rate = self._cpu_rate
         old, new = self._rate, {}
         movable = False
         for t in sched._runnable:
-            k = cl[t.cpu]
-            new[t.tid] = (t.duty if t.idle_s_per_unit > 0.0 else 1.0) * cap[t.cpu] * freq[k] / fmax[k]
+            if t.idle_s_per_unit > 0.0:
+                k = cl[t.cpu]
+                new[t.tid] = t.duty * cap[t.cpu] * freq[k] / fmax[k]
+            else:
+                new[t.tid] = cpu_rate[t.cpu]
             if len(t.affinity) > 1:
                 movable = True
         rec = self._rec
@@ -1039,7 +1060,8 @@ class Scheduler:
 
     def _touch(self) -> None:
         """Something changes now: settle the past and replan once this instant is over."""
-        self.sync()
+        if self.env.now > self._time_s:
+            self.sync()
         self._changed = True
         if not self._replan_pending:
             self._replan_pending = True

@@ -56,7 +56,7 @@ class WaltDemand:
         self.init = init_pct / 100.0 * window_s
 
     def window_of(self, t: float) -> int:
-        return int(math.floor(t / self.window_s + 1e-9))
+        return int(t / self.window_s + 1e-9)   # simulated time is never negative: int() floors
 
     def new(self, now: float) -> TaskDemand:
         hist = [self.init] * self.hist_size
