@@ -571,11 +571,7 @@ class WaltPlacement:
         if len(placed) == len(threads) and not any(len(t.affinity) > 1 for t in placed):
             self._remember(threads, window)
             return   # every thread pinned: nothing to decide
-        # demand changes only when a window closes: a record already in this window is current
-        dem, rec = {}, self._rec
-        for t in threads:
-            d = rec.get(t.tid)
-            dem[t.tid] = (d if d is not None and d.window == window else self._record(t, now)).demand
+        dem = {t.tid: self._record(t, now).demand for t in threads}
         util = [0.0] * n
         for t in placed:
             util[t.cpu] += dem[t.tid]
