@@ -461,7 +461,6 @@ class WaltPlacement:
         self._placed_window = -1                 # ... in this window
         self._timer_at = math.inf
         self._boost: dict[str, bool] = {}        # Android group -> boosted (schedtune.boost > 0)
-        self._wake_memo: dict[tuple, int] = {}   # what _wake_cpu decided, by all it reads
         self._cpu_rate: list[float] = []         # per CPU: capacity x clock / top clock ...
         self._cpu_rate_freq: list[float] = []    # ... at these clocks
 
@@ -621,18 +620,7 @@ class WaltPlacement:
         return r
 
     def _wake_cpu(self, t: Thread, d: float, allowed, seen_count, seen_util, load) -> int:
-        """find_best_target() for a waking task (class doc), remembered by everything it reads:
-        a team's workers wake again and again into the same state within a window."""
-        key = (t.cgroup, self._skip_min(t), t.cpu, t.weight, d, allowed, tuple(seen_count), tuple(seen_util),
-               tuple(load), tuple(self.sched.platform.freq_mhz))
-        c = self._wake_memo.get(key)
-        if c is None:
-            if len(self._wake_memo) >= _WAKE_MEMO:
-                self._wake_memo.clear()
-            c = self._wake_memo[key] = self._find_best_target(t, d, allowed, seen_count, seen_util, load)
-        return c
-
-    def _find_best_target(self, t: Thread, d: float, allowed, seen_count, seen_util, load) -> int:
+        """find_best_target() for a waking task (class doc)."""
         st = self._stune(t)
         prefer_idle, boosted = st.prefer_idle, st.boost_pct > 0.0
         from_rank = self.rank[t.cpu] if t.cpu is not None else 0
@@ -878,8 +866,6 @@ class WaltPlacement:
 
 # kernel/sched/fair.c fits_capacity(): a task fits a core with 20% headroom (cap * 1280 < max * 1024).
 FIT_MARGIN = 1280 / 1024
-# Most wake-up decisions WaltPlacement remembers (they are cleared when full).
-_WAKE_MEMO = 4096
 # A move must gain at least this share of throughput: no ping-pong between equal cores.
 _GAIN = 1.0 + 1e-9
 # Placement strategies by name; each call gives a fresh (possibly stateful) placement for a
