@@ -461,8 +461,6 @@ class WaltPlacement:
         self._placed_window = -1                 # ... in this window
         self._timer_at = math.inf
         self._boost: dict[str, bool] = {}        # Android group -> boosted (schedtune.boost > 0)
-        self._cpu_rate: list[float] = []         # per CPU: capacity x clock / top clock ...
-        self._cpu_rate_freq: list[float] = []    # ... at these clocks
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -784,19 +782,11 @@ class WaltPlacement:
         p = sched.platform
         now = sched.env.now
         cl, freq, fmax, cap = p.cluster_of_cpu, p.freq_mhz, self._fmax, self.cap
-        if freq != self._cpu_rate_freq:
-            # what a thread running alone all the time on each CPU adds to its demand per second
-            self._cpu_rate = [cap[c] * freq[cl[c]] / fmax[cl[c]] for c in range(p.n_cpus)]
-            self._cpu_rate_freq = list(freq)
-        cpu_rate = self._cpu_rate
         old, new = self._rate, {}
         movable = False
         for t in sched._runnable:
-            if t.idle_s_per_unit > 0.0:
-                k = cl[t.cpu]
-                new[t.tid] = t.duty * cap[t.cpu] * freq[k] / fmax[k]
-            else:
-                new[t.tid] = cpu_rate[t.cpu]
+            k = cl[t.cpu]
+            new[t.tid] = (t.duty if t.idle_s_per_unit > 0.0 else 1.0) * cap[t.cpu] * freq[k] / fmax[k]
             if len(t.affinity) > 1:
                 movable = True
         rec = self._rec
