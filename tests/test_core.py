@@ -64,9 +64,16 @@ def test_region_over_big_and_little_ends_with_the_little_share():
 
 
 def test_energy_is_the_integral_of_power():
+    """The account, kept in pieces integrated only when they change, equals the interval by
+    interval integral of the power of each line, also when it is read in the middle of a run."""
     env, plat, sched = make()
-    samples = []
-    plat.probes.append(lambda t0, t1, p: samples.append((t1 - t0) * p.total_power_w))
+    samples, lines = [], []
+
+    def probe(t0, t1, p):
+        samples.append((t1 - t0) * p.total_power_w)
+        lines.append((t1 - t0) * p.power_w)
+
+    plat.probes.append(probe)
     threads = [sched.spawn(f"t{c}", [c]) for c in (0, 4, 5)]
     rng = np.random.default_rng(1)
 
@@ -82,12 +89,15 @@ def test_energy_is_the_integral_of_power():
         for f in (1766.4, 902.4, 1420.8):
             yield env.timeout(0.2)
             sched.set_freq(0, f)
+            sched.sync()
+            assert plat.energy_j == pytest.approx(np.sum(lines, axis=0), rel=1e-9)
 
     env.process(dvfs())
     env.run()
     sched.sync()
     assert plat.total_energy_j == pytest.approx(math.fsum(samples), rel=1e-9)
     assert plat.total_energy_j == pytest.approx(plat.energy_j.sum(), rel=1e-12)
+    assert plat.energy_j == pytest.approx(np.sum(lines, axis=0), rel=1e-9)
 
 
 def test_gs101_x1_top_opp_dynamic_power_is_2_03_w():

@@ -2,8 +2,8 @@
 
 The kernel tells the platform what changed (`set_freq`, `set_activity`); the platform keeps
 power piecewise constant between those changes, so `advance(now)` integrates energy and the
-RC network. Energy is integrated exactly: the account is kept in pieces (a cluster's lines, the
-rest), each integrated whenever its power changes or the account is read. The RC network is stepped
+RC network. Energy is integrated exactly: the account is kept in pieces (a cluster's lines, each
+other line), each integrated when its power changes or the account is read. The RC network is stepped
 exactly too, with the mean heat of the intervals since its last step, once at least
 `THERMAL_STEP_S` has gathered (or when a temperature is read): its fastest mode takes
 seconds, so averaging the heat over a millisecond changes temperatures by microkelvins, and
@@ -69,7 +69,7 @@ class Platform:
         self._cluster_node = [self._net.index[c.name] for c in self.clusters]
         self._heat_s = 0.0                        # time gathered since the last thermal step
         self._leak_factor: list[float] = []   # per cluster: leakage / leakage at the reference temperature
-        self._cores_stale = True              # `_cores` needs `_recompute_cores`
+        self._cores_stale = True              # the clusters' pieces need `_recompute_cores`
         self._cluster_memo: list[dict] = [{} for _ in self.clusters]
         self._refresh_leakage()
         # The account in pieces, each a run of lines that change together: one per cluster (its
