@@ -242,3 +242,32 @@ def test_l3_thrashing_costs_the_che_share_of_accesses_in_closed_form(share, ws_k
     assert app.rate == pytest.approx(1.0 / (1.0 / f0 + extra), rel=1e-9)
     assert use.lost_share(own, 2 * fill) >= use.lost_share(own, fill) >= use.lost_share(own, 0.0) == 0.0
     assert use.lost_share(2 * own, fill) <= use.lost_share(own, fill)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(0.0, 5.0), min_size=1, max_size=12), st.floats(0.1, 20.0))
+def test_the_environment_clock_reads_the_time_of_the_event_being_processed(delays, until):
+    """``Environment.now`` (an attribute, SimPy's is a property) is the event's time inside every
+    callback - a kernel timer's, a SimPy timeout's, a process's, an instant-end function's - and
+    where ``run(until=...)`` stops."""
+    env = Environment()
+    seen = []
+
+    def check(at):
+        seen.append((env.now, at))
+
+    for d in delays:
+        env.call_in(d, lambda _ev, d=d: check(d))
+        env.timeout(d).callbacks.append(lambda _ev, d=d: (check(d), env.at_instant_end(lambda: check(d))))
+
+    def proc():
+        for d in delays:
+            t0 = env.now
+            yield env.timeout(d)
+            check(t0 + d)
+
+    env.process(proc())
+    env.run(until=until)
+    assert env.now == until
+    assert all(now == at for now, at in seen)
+    assert len(seen) >= 4 * sum(d < until for d in delays[:1])   # the first delay's four checks ran

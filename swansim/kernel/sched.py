@@ -84,10 +84,15 @@ class Environment(simpy.Environment):
     ``at_instant_end(fn)`` runs ``fn`` once every event of the current simulated time has been
     processed, before time moves on (or the queue runs dry). The scheduler coalesces all the
     changes of one instant into one replan this way, without scheduling an event for it.
+    ``now`` is a plain attribute kept equal to SimPy's clock (the kernel reads it thousands of
+    times a simulated second; SimPy's is a property).
     """
+
+    now: float = 0.0   # shadows simpy.Environment.now (a property): set wherever the clock moves
 
     def __init__(self, initial_time: float = 0):
         super().__init__(initial_time)
+        self.now = self._now
         self._instant_end: list[Callable[[], None]] = []
         self.n_events = 0   # events processed (benchmarks count work in events)
 
@@ -113,9 +118,12 @@ class Environment(simpy.Environment):
             # a kernel timer: nothing waits on it and it cannot fail, so SimPy's bookkeeping
             # (callback hand-over, failure checks) has nothing to do
             self._now, _, _, timer = heappop(queue)
+            self.now = self._now
             for fn in timer.callbacks:
                 fn(timer)
             return
+        if queue:
+            self.now = queue[0][0]   # the event SimPy's step pops next, before its callbacks run
         super().step()
 
 
