@@ -257,7 +257,7 @@ def test_the_environment_clock_reads_the_time_of_the_event_being_processed(delay
         seen.append((env.now, at))
 
     for d in delays:
-        env.call_in(d, lambda _ev, d=d: check(d))
+        env.call_in(d, lambda d=d: check(d))
         env.timeout(d).callbacks.append(lambda _ev, d=d: (check(d), env.at_instant_end(lambda: check(d))))
 
     def proc():

@@ -265,7 +265,7 @@ class TrainingJob:
         if not th.runnable:
             self.sched.spin(th)   # holds its core (and burns power) while it polls
         tok = w.token
-        self.env.call_in(budget / (self.platform.freq_mhz[k] * 1e6), lambda _ev: self._fall_asleep(i, tok))
+        self.env.call_in(budget / (self.platform.freq_mhz[k] * 1e6), lambda: self._fall_asleep(i, tok))
 
     def _fall_asleep(self, i: int, tok: int) -> None:
         w = self._workers[i]
@@ -378,7 +378,7 @@ class TrainingJob:
         k = self._cluster(i)
         amount = busy_cycles * w.speed[k]
         if amount <= 0:
-            self.env.call_in(idle_s, lambda _ev: self._member_arrives(i, finishes, team))
+            self.env.call_in(idle_s, lambda: self._member_arrives(i, finishes, team))
             return
         bpu = w.bytes_per_unit * w.units * r.repeat / amount
         self.sched.run(th, amount, w.speed, bpu, on_done=lambda: self._member_arrives(i, finishes, team),
@@ -393,10 +393,10 @@ class TrainingJob:
         def done() -> None:
             if join is not None:   # armed before arriving: the last arrival resumes the master at once
                 tok = join.token
-                self.env.call_in(self._spin_s(i), lambda _ev: self._master_sleeps(join, tok))
+                self.env.call_in(self._spin_s(i), lambda: self._master_sleeps(join, tok))
             self._member_arrives(i, finishes, team)
 
-        def work(_ev=None) -> None:
+        def work() -> None:
             k = self._cluster(i)
             # overheads in cycles become work units at this core's speed
             cyc = w.cycles(k) + extra_cycles

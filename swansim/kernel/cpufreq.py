@@ -310,7 +310,7 @@ class Schedutil(Governor):
         if at >= self._timer_s:
             return
         self._timer_s = at
-        self.env.call_in(max(dt_s, 0.0), lambda _ev: self._on_timer(at))
+        self.env.call_in(max(dt_s, 0.0), lambda: self._on_timer(at))
 
     def _on_timer(self, at: float) -> None:
         if at != self._timer_s:

@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from types import FunctionType
 from typing import Callable, Iterable, Sequence
 
 import simpy
@@ -99,13 +100,15 @@ class Environment(simpy.Environment):
     def at_instant_end(self, fn: Callable[[], None]) -> None:
         self._instant_end.append(fn)
 
-    def call_in(self, delay_s: float, fn: Callable[[object], None]) -> None:
-        """Call ``fn(timer)`` ``delay_s`` from now, in order with SimPy's own timeouts: a timer
-        nothing waits on, without a `simpy.Timeout`'s set-up (the kernel arms thousands a
-        simulated second)."""
+    def call_in(self, delay_s: float, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` ``delay_s`` from now, in order with SimPy's own events: a timer nothing
+        waits on, queued bare - no event object - and stepped without SimPy's bookkeeping (the
+        kernel arms thousands a simulated second)."""
         if delay_s < 0:
             raise ValueError(f"negative delay {delay_s}")
-        heappush(self._queue, (self._now + delay_s, NORMAL, next(self._eid), _Timer(fn)))
+        if type(fn) is not FunctionType:
+            fn = (lambda f=fn: f())   # step tells a bare timer from an event by its type
+        heappush(self._queue, (self._now + delay_s, NORMAL, next(self._eid), fn))
 
     def step(self) -> None:
         queue = self._queue
@@ -114,27 +117,16 @@ class Environment(simpy.Environment):
             for fn in fns:
                 fn()
         self.n_events += 1
-        if queue and type(queue[0][3]) is _Timer:
-            # a kernel timer: nothing waits on it and it cannot fail, so SimPy's bookkeeping
-            # (callback hand-over, failure checks) has nothing to do
-            self._now, _, _, timer = heappop(queue)
+        if queue and type(queue[0][3]) is FunctionType:
+            # a kernel timer (`call_in`): nothing waits on it and it cannot fail, so SimPy's
+            # bookkeeping (callback hand-over, failure checks) has nothing to do
+            self._now, _, _, fn = heappop(queue)
             self.now = self._now
-            for fn in timer.callbacks:
-                fn(timer)
+            fn()
             return
         if queue:
             self.now = queue[0][0]   # the event SimPy's step pops next, before its callbacks run
         super().step()
-
-
-class _Timer:
-    """What `Environment.call_in` queues: SimPy's step reads only ``callbacks`` and ``_ok``."""
-
-    __slots__ = ("callbacks", "_ok")
-
-    def __init__(self, fn: Callable[[object], None]):
-        self.callbacks = [fn]
-        self._ok = True
 
 
 def nice_to_weight(nice: int) -> int:
@@ -825,7 +817,7 @@ class WaltPlacement:
 
     def _arm(self, now: float) -> None:
         at = self._timer_at = (self.walt.window_of(now) + 1) * self.window_s
-        self.sched.env.call_in(max(0.0, at - now), lambda _ev: self._rollover(at))
+        self.sched.env.call_in(max(0.0, at - now), lambda: self._rollover(at))
 
     def _rollover(self, at: float) -> None:
         """The kernel's window rollover: close the window, run core_ctl, find new misfits."""
@@ -1180,7 +1172,7 @@ class Scheduler:
 
     def _set_timer(self, dt_s: float) -> None:
         at = self._timer_s = self.env.now + dt_s
-        self.env.call_in(dt_s, lambda _ev: self._on_timer(at))
+        self.env.call_in(dt_s, lambda: self._on_timer(at))
 
     def _on_timer(self, at: float) -> None:
         if at != self._timer_s:
