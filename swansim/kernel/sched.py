@@ -782,13 +782,9 @@ class WaltPlacement:
         p = sched.platform
         now = sched.env.now
         cl, freq, fmax, cap = p.cluster_of_cpu, p.freq_mhz, self._fmax, self.cap
-        old, new = self._rate, {}
-        movable = False
-        for t in sched._runnable:
-            k = cl[t.cpu]
-            new[t.tid] = (t.duty if t.idle_s_per_unit > 0.0 else 1.0) * cap[t.cpu] * freq[k] / fmax[k]
-            if len(t.affinity) > 1:
-                movable = True
+        old = self._rate
+        new = {t.tid: (t.duty if t.idle_s_per_unit > 0.0 else 1.0) * cap[t.cpu] * freq[cl[t.cpu]] / fmax[cl[t.cpu]]
+               for t in sched._runnable}
         rec = self._rec
         if new != old:
             for tid, r in new.items():
@@ -812,7 +808,7 @@ class WaltPlacement:
             if busy != st.busy or nr != st.nr or misfit != st.misfit:   # else the window goes on as it was
                 self._roll(now)
                 st.set_plan(now, busy, nr, misfit)
-        if movable and self._timer_at == math.inf:
+        if self._timer_at == math.inf and any(len(t.affinity) > 1 for t in sched._runnable):
             self._arm(now)
 
     def _arm(self, now: float) -> None:
