@@ -274,3 +274,12 @@ def test_thermal_override_needs_sources(tmp_path, cat):
     with pytest.raises(InputError) as exc:
         load_device(path, cat.socs)
     _expect(exc, path, "thermal.sources.sustainable_power_mw")
+
+
+def test_a_cluster_reads_as_a_slice_only_where_its_cores_are_numbered_in_a_row():
+    import dataclasses
+
+    from swansim.hw.profile import Catalogue
+    big = Catalogue.load().socs["sdm845"].clusters[1]
+    assert big.cpu_slice == slice(4, 8) and list(range(8))[big.cpu_slice] == list(big.cpus)
+    assert dataclasses.replace(big, cpus=(4, 6)).cpu_slice is None

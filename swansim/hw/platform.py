@@ -100,9 +100,7 @@ class Platform:
         self._charger = (0.0, 0.0, 0.0)     # (fixed W, share of the load, cap W): see set_charging_loss
         self._has_charger = "charging_loss" in self.component_names
         # constants of the power evaluation, looked up once
-        # a cluster's cores as a slice of the utilisation list where they are numbered in a row
-        self._cluster_consts = [(slice(c.cpus[0], c.cpus[-1] + 1) if list(c.cpus) == list(range(c.cpus[0], c.cpus[-1] + 1))
-                                 else c.cpus, self._cluster_node[k], c.cluster_active_mw * 1e-3, c.fmax_mhz)
+        self._cluster_consts = [(c.cpu_slice or c.cpus, self._cluster_node[k], c.cluster_active_mw * 1e-3, c.fmax_mhz)
                                 for k, c in enumerate(self.clusters)]
         self._soc_active_w = soc.soc_active_mw * 1e-3
         self._dram_j_per_byte = soc.dram_energy_pj_per_byte * 1e-12

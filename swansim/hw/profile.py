@@ -77,6 +77,13 @@ class ClusterSpec:
         return self.cpus[i - i % k: i - i % k + k]
 
     @property
+    def cpu_slice(self) -> slice | None:
+        """Its cores as a slice of a per-CPU list where they are numbered in a row (else None):
+        the hot paths read a cluster's share of per-CPU state this way."""
+        a, b = self.cpus[0], self.cpus[-1] + 1
+        return slice(a, b) if self.cpus == tuple(range(a, b)) else None
+
+    @property
     def fmax_mhz(self) -> float:
         return self.opp_freq_mhz[-1]
 

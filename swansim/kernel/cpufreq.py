@@ -203,9 +203,7 @@ class Schedutil(Governor):
         self.policy = policy
         self.env = policy.sched.env
         self._sched = policy.sched
-        cpus = list(policy.cpus)
-        # the domain's cores as a slice of the scheduler's per-core lists where they are in a row
-        self._cpus = slice(cpus[0], cpus[-1] + 1) if cpus == list(range(cpus[0], cpus[-1] + 1)) else None
+        self._cpus = policy.sched.platform.clusters[policy.index].cpu_slice
         self._util = [0.0] * len(policy.cpus)      # PELT-like average per core, at _time_s
         self._target = self._targets()              # what each core's average tends to now
         self._busy_version = policy.sched.busy_version
