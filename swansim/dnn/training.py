@@ -254,9 +254,7 @@ class TrainingJob:
         """Worker ``i`` (spinning at the barrier) waits in the pool: spin for the budget, then sleep."""
         w = self._workers[i]
         w.token += 1
-        k = self._cluster(i)
-        budget = self._spin_cyc[k]
-        if budget <= 0:
+        if self._spin_cyc[self._cluster(i)] <= 0:
             self.sched.stop(self.pool[i])
             w.state = "sleep"
             return
@@ -265,7 +263,7 @@ class TrainingJob:
         if not th.runnable:
             self.sched.spin(th)   # holds its core (and burns power) while it polls
         tok = w.token
-        self.env.call_in(budget / (self.platform.freq_mhz[k] * 1e6), lambda: self._fall_asleep(i, tok))
+        self.env.call_in(self._spin_s(i), lambda: self._fall_asleep(i, tok))
 
     def _fall_asleep(self, i: int, tok: int) -> None:
         w = self._workers[i]

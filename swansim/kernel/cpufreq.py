@@ -262,8 +262,7 @@ class Schedutil(Governor):
         self.n_evaluations += 1
         p = self.policy
         now = self.env.now
-        self._settle()
-        want = schedutil_freq_mhz(p.opps_mhz, max(self._util), p.cap_mhz, self.headroom)
+        want = self.target_mhz()
         cur = p.cur_mhz
         if want != cur:
             limit = self.up_rate_limit_s if want > cur else self.down_rate_limit_s
