@@ -18,6 +18,7 @@ from swansim.hw.platform import Platform
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import GOVERNORS, CpufreqPolicy, make_governor
 from swansim.kernel.sched import AUTO, PLACEMENTS, Environment, Scheduler, resolve_placement
+from swansim.kernel.thermal_engine import ThermalEngine
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, ThermalZone, make_thermal_governor
 
 
@@ -34,6 +35,8 @@ class DeviceConfig:
     governor: str = "schedutil"           # cpufreq governor of every domain
     userspace_freq_mhz: tuple[float, ...] | None = None  # per domain, for governor "userspace"
     thermal_governor: str | None = None   # None: the profile's; "off": caps stay as set
+    thermal_engine: bool = True           # run the profile's vendor thermal engine, if it has one
+                                          # (never with thermal_governor "off")
     frozen_temps: bool = False            # every node held at ambient (the batch model's measurements)
     charging: bool = False
     charger_power_w: float = CHARGER_POWER_W
@@ -63,7 +66,8 @@ class Device:
         self._build_power_management(config, spec)
 
     def _build_power_management(self, config: DeviceConfig, spec: DeviceSpec) -> None:
-        """cpufreq policies (one per cluster), the CPU thermal zone and the battery."""
+        """cpufreq policies (one per cluster), the CPU thermal zone, the vendor's thermal engine
+        and the battery."""
         if config.governor not in GOVERNORS:
             raise InputError("config", "governor", f"{config.governor!r} is not one of {', '.join(GOVERNORS)}")
         thermal_name = config.thermal_governor or spec.thermal.governor
@@ -80,6 +84,10 @@ class Device:
             self.cpufreq.append(CpufreqPolicy(self.sched, k, make_governor(config.governor, spec.kernel, **kw)))
         self.thermal: ThermalZone = make_thermal_governor(thermal_name, self.sched, self.cpufreq, spec.thermal)
         self.thermal.start()
+        self.thermal_engine: ThermalEngine | None = None
+        if spec.thermal_engine is not None and config.thermal_engine and thermal_name != "off":
+            self.thermal_engine = ThermalEngine(self.thermal, spec.thermal_engine)
+            self.thermal_engine.start()
         self.battery: Battery | None = None
         if spec.battery_capacity_j is not None:
             try:

@@ -86,30 +86,46 @@ def read_paper_fig2(path: Path) -> pd.DataFrame:
 # -- thermal ------------------------------------------------------------------------------------
 
 
-def thermal_run(df: pd.DataFrame, path: Path, title: str, sensor: str) -> Path:
-    """Temperatures, frequency caps (solid) and frequencies (dashed), throughput against time."""
+def thermal_run(df: pd.DataFrame, path: Path, title: str, sensor: str,
+                engine_thresholds_c: Sequence[float] = ()) -> Path:
+    """Temperatures; the cap in force per cluster with each party's limit where it binds; the
+    skin temperature against the engine's thresholds; throughput - all against time."""
     plt = _plt()
-    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
     t = df["time_s"] / 60.0
-    for node in dict.fromkeys((sensor, "soc", "board", "battery", "skin")):
+    for node in dict.fromkeys((sensor, "soc", "battery", "skin")):
         col = f"temp_{node}_c"
         if col in df:
-            axes[0].plot(t, df[col], lw=1, label=node)
+            axes[0].plot(t, df[col], lw=1.2 if node in ("skin", "battery") else 1,
+                         ls="--" if node == "battery" else "-", label=node)
     axes[0].axhline(35.0, color="grey", ls=":", lw=0.8, label="35 C (Swan's battery limit)")
     axes[0].set_ylabel("temperature (C)")
-    axes[0].legend(fontsize=7, ncol=3)
-    for col in (c for c in df.columns if c.startswith("cap_")):
-        name = col[4:-4]
-        line, = axes[1].step(t, df[col], where="post", lw=1, label=f"{name} cap")
-        axes[1].step(t, df[f"freq_{name}_mhz"], where="post", lw=0.8, ls="--", color=line.get_color(),
-                     label=f"{name} frequency")
-    axes[1].set_ylabel("MHz")
-    axes[1].legend(fontsize=7, ncol=2)
-    axes[2].plot(t, df["gflops"], lw=1)
-    axes[2].set_ylabel("throughput (GFLOP/s)")
-    axes[2].set_xlabel("time (min)")
-    axes[2].set_ylim(0, max(float(df["gflops"].max()), 1e-9) * 1.1)
+    for name in (c[4:-4] for c in df.columns if c.startswith("cap_")):
+        fmax = df[f"cap_{name}_mhz"].max()
+        # the cap in force as a wide pale band; each party's limit a thin line on it where it binds
+        line, = axes[1].step(t, df[f"cap_{name}_mhz"], where="post", lw=5, alpha=0.3,
+                             label=f"{name}: cap in force (the lower limit)")
+        for party, ls in (("kernel", ":"), ("engine", "--")):
+            col = f"limit_{party}_{name}_mhz"
+            if col in df:
+                # drawn only where that party's limit is below f_max, so no line hides under another
+                binding = df[col].where(df[col] < fmax)
+                if binding.notna().any():
+                    axes[1].step(t, binding, where="post", lw=1.2, ls=ls, color=line.get_color(),
+                                 label=f"{name}: {'kernel zone' if party == 'kernel' else 'thermal engine'} limit")
+    axes[1].set_ylabel("frequency cap (MHz)")
+    axes[2].plot(t, df["temp_skin_c"], lw=1.2, color="C3", label="skin")
+    for i, th in enumerate(sorted(set(engine_thresholds_c))):
+        axes[2].axhline(th, color="grey", ls=":", lw=0.7, label="engine thresholds" if i == 0 else None)
+    axes[2].set_ylabel("skin temperature (C)")
+    axes[3].plot(t, df["gflops"], lw=1)
+    axes[3].set_ylabel("throughput (GFLOP/s)")
+    axes[3].set_xlabel("time (min)")
+    axes[3].set_ylim(0, max(float(df["gflops"].max()), 1e-9) * 1.1)
+    for ax in axes[:3]:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.suptitle(title)
+    fig.subplots_adjust(right=0.72)
     return _save(fig, path, dpi=100)
 
 

@@ -168,8 +168,9 @@ class TestSchedutil:
 
 
 def big_load_run(duration_s: float, spec=None) -> tuple[Device, list[tuple[float, float]]]:
-    """Pixel 3, dense FP32 on the four big cores; the sensor temperature at every poll."""
-    dev = device(spec)
+    """Pixel 3, dense FP32 on the four big cores; the sensor temperature at every poll. The kernel's
+    zone alone (no vendor thermal engine, tests/test_thermal_engine.py): these test its governors."""
+    dev = device(spec, thermal_engine=False)
     SustainedGemm(dev, BIG, duration_s, 5e9)
     temps = []
     poll = dev.thermal.poll

@@ -128,6 +128,40 @@ class ThermalSpec:
 
 
 @dataclass(frozen=True)
+class EngineRule:
+    """One monitor of a vendor thermal engine (Qualcomm thermal-engine's ``algo_type monitor``):
+    while ``sensor`` is at or above ``thresholds_c[i]`` its level is at least i + 1, and it
+    comes down from level i + 1 once the sensor is at or below ``clear_c[i]``; level i + 1 caps
+    ``cluster`` at ``caps_mhz[i]``. The sensor is read every ``sampling_ms``."""
+
+    sensor: str
+    cluster: str
+    sampling_ms: float
+    thresholds_c: tuple[float, ...]
+    clear_c: tuple[float, ...]
+    caps_mhz: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class VirtualSensor:
+    """A sensor the engine computes: a weighted sum of RC nodes' temperatures plus an offset."""
+
+    nodes: tuple[str, ...]
+    weights: tuple[float, ...]
+    offset_c: float = 0.0
+
+
+@dataclass(frozen=True)
+class ThermalEngineSpec:
+    """The vendor's user-space thermal engine: what it reads, how often, and the caps it sets."""
+
+    rules: tuple[EngineRule, ...]
+    virtual: dict[str, VirtualSensor] = field(default_factory=dict)
+    shutdown_sensor: str | None = None
+    shutdown_c: float | None = None
+
+
+@dataclass(frozen=True)
 class RCNetwork:
     """Lumped thermal network: node heat capacities and thermal resistances between nodes."""
 
@@ -289,6 +323,9 @@ class DeviceSpec:
     path: Path
     # The vendor kernel's scheduler (None: no `[kernel]` table; mainline-like defaults).
     kernel: KernelSpec | None = None
+    # The vendor's user-space thermal engine (None: no `[thermal_engine]` table, the kernel's
+    # thermal zone alone decides).
+    thermal_engine: ThermalEngineSpec | None = None
 
     def cpuset(self, group: str) -> tuple[int, ...]:
         """The CPUs of an Android group; a group the profile does not list is the root cpuset."""
@@ -703,6 +740,62 @@ def _kernel(t: _Table, soc: SocSpec) -> KernelSpec:
     return spec
 
 
+def _thermal_engine(t: _Table, soc: SocSpec, nodes: set[str]) -> ThermalEngineSpec:
+    """Read a phone's [thermal_engine] table: sensors are RC nodes or the table's virtual
+    sensors, clusters the SoC's; every list of a rule has one entry per level."""
+    virtual: dict[str, VirtualSensor] = {}
+    vt = t.sub("virtual", required=False, sourced=False)
+    for name in (vt.data if vt is not None else {}):
+        v = vt.sub(name)
+        if name in nodes:
+            raise vt.err(name, "a virtual sensor may not take the name of an RC node")
+        members = v.raw("nodes")
+        if not isinstance(members, list) or not members or not all(m in nodes for m in members):
+            raise v.err("nodes", f"expected a list of RC nodes ({', '.join(sorted(nodes))}), got {members!r}")
+        weights = v.nums("weights", -10.0, 10.0, "")
+        if len(weights) != len(members):
+            raise v.err("weights", f"expected {len(members)} weights, one per node")
+        virtual[name] = VirtualSensor(tuple(members), weights, v.num("offset_c", -50, 50, "C", required=False) or 0.0)
+        v.done()
+    sensors = nodes | set(virtual)
+    clusters = {c.name: c for c in soc.clusters}
+    rules = []
+    raw = t.raw("rules")
+    if not isinstance(raw, list) or not raw:
+        raise t.err("rules", "expected one or more [[thermal_engine.rules]] tables")
+    for i, data in enumerate(raw):
+        r = _Table(data, t.path, t._f(f"rules[{i}]"))
+        sensor = r.str("sensor")
+        if sensor not in sensors:
+            raise r.err("sensor", f"unknown sensor {sensor!r} (RC nodes and virtual sensors: {', '.join(sorted(sensors))})")
+        cluster = r.str("cluster", choices=tuple(clusters))
+        sampling_ms = r.num("sampling_ms", 10, 60000, "ms")
+        thr = r.nums("thresholds_c", -20, 150, "C", increasing=True)
+        clr = r.nums("clear_c", -20, 150, "C", increasing=True)
+        caps = r.nums("caps_mhz", 10, 6000, "MHz")
+        for key, v in (("clear_c", clr), ("caps_mhz", caps)):
+            if len(v) != len(thr):
+                raise r.err(key, f"expected {len(thr)} entries, one per threshold")
+        for j, (a, b) in enumerate(zip(thr, clr)):
+            if b >= a:
+                raise r.err(f"clear_c[{j}]", f"{b} C must be below its threshold {a} C (hysteresis)")
+        for j in range(1, len(caps)):
+            if caps[j] > caps[j - 1]:
+                raise r.err(f"caps_mhz[{j}]", f"a hotter level may not allow more ({caps[j - 1]} then {caps[j]} MHz)")
+        r.done()
+        rules.append(EngineRule(sensor, cluster, sampling_ms, thr, clr, caps))
+    shutdown_c = t.num("shutdown_c", 20, 150, "C", required=False)
+    shutdown_sensor = t.str("shutdown_sensor") if shutdown_c is not None else None
+    if shutdown_c is None and "shutdown_sensor" in t.data:
+        raise t.err("shutdown_sensor", "given without shutdown_c")
+    if shutdown_sensor is not None and shutdown_sensor not in sensors:
+        raise t.err("shutdown_sensor", f"unknown sensor {shutdown_sensor!r} (RC nodes and virtual sensors: "
+                                       f"{', '.join(sorted(sensors))})")
+    spec = ThermalEngineSpec(tuple(rules), virtual, shutdown_sensor, shutdown_c)
+    t.done(also=("shutdown_sensor",))
+    return spec
+
+
 def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None = None) -> DeviceSpec:
     """Load a device file; ``soc_override`` puts another SoC in the same chassis."""
     path = Path(path)
@@ -741,6 +834,9 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
         raise InputError(path, "thermal.sensor_node", f"unknown node {thermal.sensor_node!r}")
     kt = t.sub("kernel", required=False)
     kernel = _kernel(kt, soc) if kt and not soc_override else None
+    et = t.sub("thermal_engine", required=False)
+    # a vendor's engine names its phone's clusters: it does not come along into another SoC
+    engine = _thermal_engine(et, soc, set(rc.capacity_j_per_k)) if et and not soc_override else None
     name, title = t.str("name"), t.str("title")
     if soc_override:
         name, title = soc.name, f"{soc.title} in a {title}"
@@ -752,7 +848,7 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
         base_power_mw=t.num("base_power_mw", 0, 20000, "mW"),
         screen_power_mw=t.num("screen_power_mw", 0, 20000, "mW"),
         ambient_c=t.num("ambient_c", -20, 60, "C"),
-        cpusets=cpusets, thermal=thermal, rc=rc, path=path, kernel=kernel,
+        cpusets=cpusets, thermal=thermal, rc=rc, path=path, kernel=kernel, thermal_engine=engine,
     )
     t.done()
     return spec

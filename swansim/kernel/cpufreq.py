@@ -1,8 +1,11 @@
 """cpufreq: one policy per frequency domain (cluster) and the governor that picks its OPP.
 
-A `CpufreqPolicy` holds a domain's OPP table and its thermal cap (``scaling_max_freq`` as the
-thermal framework's cpufreq cooling device sets it); a `Governor` chooses a frequency and the
-policy clamps it to the cap. Frequencies enter the simulation only through
+A `CpufreqPolicy` holds a domain's OPP table and its thermal cap (``scaling_max_freq``); a
+`Governor` chooses a frequency and the policy clamps it to the cap. Two parties limit it, as on
+a phone: the kernel's thermal framework (its cpufreq cooling device) and the vendor's user-space
+thermal engine (writing a frequency limit, `kernel.thermal_engine`). Each sets its own limit
+(`set_limit`); the cap is the lowest of them, as cpufreq's policy limits are resolved
+(cpufreq_set_policy: the minimum of every max-frequency request). Frequencies enter the simulation only through
 `Scheduler.set_freq`, so work, energy and temperature integrals stay exact.
 
 Governors (Documentation/admin-guide/pm/cpufreq.rst):
@@ -64,6 +67,8 @@ _CROSS_EPS_S = 1e-9
 # crosshatch_defconfig); assumption: the same HZ on every device.
 TICK_S = 1.0 / 300.0
 _EPS = 1e-12
+# The parties that limit a domain's frequency (`CpufreqPolicy.set_limit`).
+KERNEL, ENGINE = "kernel", "engine"
 
 
 def opp_at_or_above(opps_mhz: Sequence[float], freq_mhz: float) -> float:
@@ -96,6 +101,7 @@ class CpufreqPolicy:
         self.cpus = spec.cpus
         self.opps_mhz = spec.opp_freq_mhz
         self.cap_mhz = spec.fmax_mhz
+        self.limits_mhz: dict[str, float] = {}   # per party ("kernel", "engine"): its limit
         self.last_change_s = -math.inf
         self.n_changes = 0
         self.governor = governor
@@ -114,11 +120,21 @@ class CpufreqPolicy:
         return self.opps_mhz[0]
 
     def set_cap(self, cap_mhz: float) -> None:
-        """Thermal limit (scaling_max_freq): an OPP; the governor re-decides at once."""
-        cap = opp_at_or_below(self.opps_mhz, cap_mhz)
+        """The kernel's thermal limit (its cooling device); see `set_limit`."""
+        self.set_limit(KERNEL, cap_mhz)
+
+    def set_limit(self, party: str, cap_mhz: float) -> None:
+        """``party``'s frequency limit; the cap becomes the OPP at or below the lowest limit and
+        the governor re-decides at once."""
+        self.limits_mhz[party] = cap_mhz
+        cap = opp_at_or_below(self.opps_mhz, min(self.limits_mhz.values()))
         if cap != self.cap_mhz:
             self.cap_mhz = cap
             self.governor.limits_changed()
+
+    def limit_mhz(self, party: str) -> float:
+        """``party``'s own limit as an OPP (f_max when it has set none)."""
+        return opp_at_or_below(self.opps_mhz, self.limits_mhz.get(party, self.fmax_mhz))
 
     def apply(self, freq_mhz: float) -> None:
         """Run at ``freq_mhz`` (clamped to the cap) from now on."""

@@ -36,7 +36,7 @@ from typing import Sequence
 
 from swansim.hw.power import dynamic_power_w, leakage_w
 from swansim.hw.profile import ThermalSpec
-from swansim.kernel.cpufreq import CpufreqPolicy
+from swansim.kernel.cpufreq import KERNEL, CpufreqPolicy
 from swansim.kernel.sched import Scheduler
 
 
@@ -84,7 +84,9 @@ class StatusMonitor:
 
 @dataclass(frozen=True)
 class CapChange:
-    """One cooling-device change: when, which domain, from/to (MHz), and the zone then."""
+    """One change of a domain's cap: when, which domain, from/to (MHz, the cap in force: the
+    lowest limit), the reading that moved it, and whose limit it was (``party``: the kernel's
+    zone or the vendor's thermal engine)."""
 
     time_s: float
     domain: str
@@ -92,6 +94,7 @@ class CapChange:
     new_mhz: float
     temp_c: float
     rising: bool
+    party: str = KERNEL
 
 
 class ThermalZone:
@@ -141,7 +144,8 @@ class ThermalZone:
 
     @property
     def throttling(self) -> bool:
-        return any(self.policies[d].cap_mhz < self.policies[d].fmax_mhz for d in self.domains)
+        """Is the zone's own cooling device limiting a domain? (The engine's limits don't count.)"""
+        return any(self.policies[d].limit_mhz(KERNEL) < self.policies[d].fmax_mhz for d in self.domains)
 
     def poll(self) -> None:
         self.sched.sync()
@@ -174,12 +178,17 @@ class ThermalZone:
         return [p.cap_mhz for p in self.policies]
 
     def _set_cap(self, d: int, cap_mhz: float) -> None:
+        self.limit(d, cap_mhz, KERNEL, self.temp_c, self.rising)
+
+    def limit(self, d: int, cap_mhz: float, party: str, temp_c: float, rising: bool) -> None:
+        """Set ``party``'s limit on domain ``d``; a change of the cap in force is logged and
+        told to the listeners, whoever made it (one log for the kernel's and the engine's caps)."""
         p = self.policies[d]
         old = p.cap_mhz
-        p.set_cap(cap_mhz)
+        p.set_limit(party, cap_mhz)
         if p.cap_mhz != old:
             now = self.env.now
-            change = CapChange(now, p.name, old, p.cap_mhz, self.temp_c, self.rising)
+            change = CapChange(now, p.name, old, p.cap_mhz, temp_c, rising, party)
             self.cap_log.append(change)
             if p.cap_mhz < p.fmax_mhz and self.first_throttle_s is None:
                 self.first_throttle_s = now

@@ -2,10 +2,13 @@
 
 For every device asked (default: every profile but the generic chassis) two runs: dense FP32
 on the big cores (`SocSpec.big_cpus`), then on the little cores; each run samples throughput,
-power, temperatures, frequencies and caps. `run_thermal` runs them over a process pool and
-writes per run a timeline CSV (and PNG) and a summary table: time to first throttle,
-sustained throughput over the last 10 minutes (or the second half of a shorter run), peak
-sensor, skin and battery temperatures.
+power, temperatures, frequencies, the cap in force and each party's limit (the kernel's thermal
+zone on the junction, the vendor's thermal engine on skin and virtual sensors). `run_thermal`
+runs them over a process pool and writes per run a timeline CSV (and PNG) and a summary table:
+time to the first cap (by either party) and to the engine's first cap, the sustained fraction of
+the first 10 s's throughput over the last 10 minutes (or the second half of a shorter run), skin
+and battery temperatures at that steady state, their peaks, and when the engine would shut the
+phone down.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import pandas as pd
 from swansim import checks
 from swansim.device import Device, DeviceConfig
 from swansim.hw.profile import Catalogue, DeviceSpec
-from swansim.kernel.cpufreq import GOVERNORS
+from swansim.kernel.cpufreq import ENGINE, GOVERNORS, KERNEL
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS
 from swansim.pool import check_jobs, run_all
 from swansim.results import write_manifest
@@ -63,6 +66,8 @@ class Sampler(Periodic):
         for p in d.cpufreq:
             row[f"freq_{p.name}_mhz"] = p.cur_mhz
             row[f"cap_{p.name}_mhz"] = p.cap_mhz
+            for party in (KERNEL, ENGINE):
+                row[f"limit_{party}_{p.name}_mhz"] = p.limit_mhz(party)
         row["status"] = d.thermal_status.name
         if d.battery is not None:
             row["soc_pct"] = d.battery.soc_pct
@@ -95,28 +100,37 @@ def summarise(dev: Device, df: pd.DataFrame, load: str, cpus: list[int], duratio
     last = df[df["time_s"] > duration_s - sustained_window_s(duration_s)]
     first = df[df["time_s"] <= min(10.0, duration_s)]
     sensor = dev.spec.thermal.sensor_node
+    battery = dev.battery is not None
+    engine = dev.thermal_engine
     row = {
         "device": dev.spec.name, "load": load, "cpus": " ".join(map(str, cpus)),
         "thermal_governor": dev.thermal.name,
+        "thermal_engine": engine is not None,
         "first_throttle_s": first_throttle_s(dev, cpus),
+        "first_engine_cap_s": first_throttle_s(dev, cpus, ENGINE),
         "initial_gflops": float(first["gflops"].mean()),
         "sustained_window_s": sustained_window_s(duration_s),
         "sustained_gflops": float(last["gflops"].mean()),
         "sustained_power_w": float(last["power_w"].mean()),
+        "steady_skin_c": float(last["temp_skin_c"].mean()),
+        "steady_battery_c": float(last["temp_battery_c"].mean()) if battery else None,
         "peak_sensor_c": float(df[f"temp_{sensor}_c"].max()),
         "peak_skin_c": float(df["temp_skin_c"].max()),
-        "peak_battery_c": float(df["temp_battery_c"].max()) if dev.battery is not None else None,
-        "battery_over_35c_s": _first_time(df, "temp_battery_c", 35.0) if dev.battery is not None else None,
+        "peak_battery_c": float(df["temp_battery_c"].max()) if battery else None,
+        "battery_over_35c_s": _first_time(df, "temp_battery_c", 35.0) if battery else None,
+        "engine_shutdown_s": engine.shutdown_s if engine is not None else None,
         "final_status": dev.thermal_status.name,
     }
     row["sustained_fraction"] = row["sustained_gflops"] / row["initial_gflops"] if row["initial_gflops"] else float("nan")
     return row
 
 
-def first_throttle_s(dev: Device, cpus: list[int]) -> float | None:
-    """When a cap first fell below f_max on a domain that runs the load (idle domains' caps don't count)."""
+def first_throttle_s(dev: Device, cpus: list[int], party: str | None = None) -> float | None:
+    """When a cap first fell below f_max on a domain that runs the load (idle domains' caps
+    don't count); ``party``: only caps that party's limit set (`kernel.cpufreq.KERNEL`, `ENGINE`)."""
     loaded = {p.name: p.fmax_mhz for p in dev.cpufreq if set(p.cpus) & set(cpus)}
-    times = [c.time_s for c in dev.thermal.cap_log if c.domain in loaded and c.new_mhz < loaded[c.domain]]
+    times = [c.time_s for c in dev.thermal.cap_log if c.domain in loaded and c.new_mhz < loaded[c.domain]
+             and (party is None or c.party == party)]
     return min(times) if times else None
 
 
@@ -187,7 +201,7 @@ def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: floa
             spec = cat.device(name)
             P.thermal_run(df, out / f"timeline-{name}-{load}.png",
                           f"{spec.title}: dense FP32 on the {load} cores ({summary['cpus']})",
-                          sensor_for(spec, load))
+                          sensor_for(spec, load), engine_thresholds_c(spec))
             written.append(f"timeline-{name}-{load}.png")
             timelines[(name, load)] = df
         P.thermal_summary(timelines, LOADS, out / "summary.png")
@@ -198,6 +212,12 @@ def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: floa
     return table
 
 
+def engine_thresholds_c(spec: DeviceSpec) -> list[float]:
+    """The thresholds of the engine's monitors that read the skin node (none without an engine)."""
+    engine = spec.thermal_engine
+    return [] if engine is None else [t for r in engine.rules if r.sensor == "skin" for t in r.thresholds_c]
+
+
 def sensor_for(spec: DeviceSpec, load: str) -> str:
     """The thermal node of the cluster a load runs on (the big load: the zone's sensor)."""
     if load == "little" and spec.soc.little.name in spec.rc.capacity_j_per_k:
@@ -206,15 +226,21 @@ def sensor_for(spec: DeviceSpec, load: str) -> str:
 
 
 def format_summary(table: pd.DataFrame) -> str:
+    """The summary as a text table; the sustained and steady columns average its last window."""
     window = table["sustained_window_s"].iloc[0] / 60.0 if len(table) else 10.0
-    head = (f"{'device':<14} {'load':<6} {'throttle s':>10} {'GFLOP/s 0-10s':>13} {f'last {window:g} min':>11} "
-            f"{'frac':>5} {'W':>5} {'sensor C':>8} {'skin C':>6} {'batt C':>6} {'batt>35C s':>10}")
+
+    def t(v, fmt="{:.0f}"):
+        return "never" if v is None or pd.isna(v) else fmt.format(v)
+
+    head = (f"sustained dense FP32; 'steady' = mean over the last {window:g} min, 'sustained/initial' = its "
+            f"throughput over the first 10 s's\n"
+            f"{'device':<14} {'load':<6} {'1st cap s':>9} {'engine cap s':>12} {'GFLOP/s 0-10 s':>14} "
+            f"{'steady GFLOP/s':>14} {'sustained/initial':>17} {'steady W':>8} {'peak sensor C':>13} "
+            f"{'steady skin C':>13} {'steady batt C':>13} {'batt >35 C at s':>15}")
     lines = [head]
     for r in table.itertuples():
-        thr = "never" if pd.isna(r.first_throttle_s) else f"{r.first_throttle_s:.1f}"
-        batt = "-" if pd.isna(r.peak_battery_c) else f"{r.peak_battery_c:.1f}"
-        b35 = "-" if pd.isna(r.battery_over_35c_s) else f"{r.battery_over_35c_s:.0f}"
-        lines.append(f"{r.device:<14} {r.load:<6} {thr:>10} {r.initial_gflops:>13.1f} {r.sustained_gflops:>11.1f} "
-                     f"{r.sustained_fraction:>5.2f} {r.sustained_power_w:>5.2f} {r.peak_sensor_c:>8.1f} "
-                     f"{r.peak_skin_c:>6.1f} {batt:>6} {b35:>10}")
+        lines.append(f"{r.device:<14} {r.load:<6} {t(r.first_throttle_s):>9} {t(r.first_engine_cap_s):>12} "
+                     f"{r.initial_gflops:>14.1f} {r.sustained_gflops:>14.1f} {r.sustained_fraction:>17.2f} "
+                     f"{r.sustained_power_w:>8.2f} {r.peak_sensor_c:>13.1f} {r.steady_skin_c:>13.1f} "
+                     f"{t(r.steady_battery_c, '{:.1f}'):>13} {t(r.battery_over_35c_s):>15}")
     return "\n".join(lines)
