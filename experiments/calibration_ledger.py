@@ -17,7 +17,9 @@ Rows (``experiments/calibration/ledger.csv``):
     view); the other four are validation (`runs.scenarios.fig3_drop_pct`, seed 0, one pass).
 Residuals: ``predicted / target - 1`` for times and normalised values, ``predicted - target``
 (percentage points) for Fig. 3. The run takes minutes (Fig. 2: 44 simulated choices; Fig. 3:
-seven benchmark runs); ``--skip-fig3`` keeps the Fig. 3 rows of the existing ledger.
+seven benchmark runs); ``--skip-fig3`` keeps the Fig. 3 rows of the existing ledger. It then
+rewrites the README's "How close to the paper" table from the ledger it wrote
+(`swansim.dnn.calibrate.closeness_markdown`; tests/test_readme.py keeps the two in step).
 """
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ from swansim.runs.calibration import Fig2, Ncnn
 from swansim.pool import run_all
 from swansim.runs.scenarios import PAPER_FIG3_DROP_PCT, fig3_drop_pct
 
-LEDGER = cal.DATA_DIR / "ledger.csv"
+LEDGER = cal.LEDGER
+README = Path(__file__).resolve().parents[1] / "README.md"
 FIELDS = ["figure", "point", "role", "target", "predicted", "unit", "residual"]
 # The one Fig. 3 point the app models were built with in view (DESIGN.md "Physics and OS").
 FIG3_CALIBRATION = ("pixel3", "resnet34")
@@ -94,9 +97,7 @@ def fig3_rows(jobs: int) -> list[dict]:
             for (d, m), drop in zip(points, drops)]
 
 
-def read_ledger(path: Path = LEDGER) -> list[dict]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
+read_ledger = cal.read_ledger
 
 
 def summary(rows: list[dict]) -> list[str]:
@@ -144,6 +145,9 @@ def main(argv=None) -> int:
         w.writerows(rows)
     for line in summary(rows):
         print(line)
+    if Path(args.out).resolve() == LEDGER.resolve():
+        README.write_text(cal.with_readme_block(README.read_text(), cal.closeness_markdown(cal.read_ledger())))
+        print(f"rewrote the closeness table in {README}")
     return 0
 
 

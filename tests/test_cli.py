@@ -7,6 +7,7 @@ tripwire: a check that comes too late trips it instead of running minutes of sim
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import re
@@ -404,7 +405,7 @@ def test_landscape_command(tmp_path):
     assert (df["latency_s"] > 0).all() and (df["energy_j"] > 0).all()
     assert df.loc[df["kind"] == "default", "speedup"].iloc[0] == 1.0
     manifest = json.loads((out.parent / "resnet18.manifest.json").read_text())
-    assert manifest["files"] == ["resnet18.csv"] and manifest["seed"] == 0 and manifest["config"]["batch"] == 2
+    assert list(manifest["files"]) == ["resnet18.csv"] and manifest["seed"] == 0 and manifest["config"]["batch"] == 2
     assert "4567" in stdout
 
 
@@ -430,7 +431,9 @@ def test_traces_commands(tmp_path):
     rc, shown, _ = run_main(["traces", "show", str(tmp_path / "t")])
     assert rc == 0 and shown.splitlines()[-1] == stdout.splitlines()[-1]
     manifest = json.loads((tmp_path / "t" / "manifest.json").read_text())
-    assert manifest["seed"] == 4 and manifest["files"] == ["sessions.csv", "states.csv"] and "git_commit" in manifest
+    assert manifest["seed"] == 4 and list(manifest["files"]) == ["sessions.csv", "states.csv"] and "git_commit" in manifest
+    for name, digest in manifest["sha256"].items():   # full digests of what is there
+        assert digest == hashlib.sha256((tmp_path / "t" / name).read_bytes()).hexdigest()
 
 
 @pytest.fixture
@@ -468,7 +471,8 @@ def test_demo_command_writes_what_its_manifest_lists_and_reruns_byte_identical(s
     manifest = json.loads((a / "manifest.json").read_text())
     assert {f.split("/")[0] for f in manifest["files"]} == {p.name for p in a.iterdir()} - {"manifest.json"}
     assert {"landscape-resnet34.csv", "landscapes.png", "thermal-big.png", "thermal-summary.csv", "ux.csv",
-            "policies.csv", "fleet/summary.csv", "fleet.png"} <= set(manifest["files"])
+            "policies.csv", "fleet/summary.csv", "fleet.png", "fleet/batch-memo.pkl",
+            "fleet/checkpoints/swan.pkl"} <= set(manifest["files"])
     assert manifest["seed"] == 0 and manifest["git_commit"] is not None and "wall_s" in manifest
     assert "sdm845" in " ".join(manifest["profiles_sha256"])
     for f in manifest["files"]:

@@ -392,9 +392,7 @@ def test_fig3_validation_point_against_the_paper(fig3_now, point):
 
 
 def test_ledger_lists_every_figure_with_its_role():
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-    from calibration_ledger import read_ledger
+    from swansim.dnn.calibrate import read_ledger
 
     rows = read_ledger()
     fig3 = {r["point"].split(" Work")[0]: r for r in rows if r["figure"] == "Swan Fig. 3"}

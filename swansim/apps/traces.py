@@ -442,7 +442,10 @@ def write_trace(trace: Trace, directory: str | Path, manifest: Mapping[str, Any]
     d.mkdir(parents=True, exist_ok=True)
     write_sessions(trace.sessions, d / SESSIONS_FILE)
     write_states(trace.states, d / STATES_FILE)
+    from swansim.results import sha256_of
+
     meta = {"format_version": FORMAT_VERSION, "duration_s": trace.duration_s, "files": [SESSIONS_FILE, STATES_FILE],
+            "sha256": {f: sha256_of(d / f) for f in (SESSIONS_FILE, STATES_FILE)},
             "users": len(trace.users), **(manifest or {})}
     (d / MANIFEST_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return d

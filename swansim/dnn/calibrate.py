@@ -302,3 +302,67 @@ def write_gemm(path: Path, eff: dict[str, float], ops: Sequence[str], provenance
             text = set_value(text, f"ops.{op}.efficiency", fam, v, provenance)
     Path(path).write_text(text)
     return text
+
+
+# ---------------------------------------------------------------------------------------------
+# The ledger and what the README says of it
+
+LEDGER = DATA_DIR / "ledger.csv"
+# The README's "How close to the paper" table sits between these lines; it is written from the
+# ledger (`closeness_markdown`), and a test checks that the two agree.
+README_BEGIN = "<!-- closeness table: written by experiments/calibration_ledger.py from its ledger -->"
+README_END = "<!-- end of closeness table -->"
+_TITLES = {"Swan Fig. 1": "Swan Fig. 1: one 512x512 fp32 matmul per core type (SD845/855/865)",
+           "Swan Fig. 2a": "Swan Fig. 2a: ResNet-34 on the Pixel 3, latency/energy/power per choice",
+           "Swan Fig. 2b": "Swan Fig. 2b: ShuffleNetV2 on the Pixel 3, latency/energy per choice",
+           "ncnn benchmark": "ncnn benchmark rows (Tencent/ncnn), 1 and 4 threads"}
+
+
+def read_ledger(path: Path = LEDGER) -> list[dict]:
+    """The ledger's rows (figure, point, role, target, predicted, unit, residual) as strings."""
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
+
+
+def closeness_markdown(rows: Sequence[dict]) -> str:
+    """The README's table: per figure and role, how many points, the paper's and the simulated
+    range, and the error (median and worst relative error; the Fig. 3 score drops one row each,
+    in percentage points). Normalisers (1 by construction) are left out."""
+    lines = ["| figure | role | points | paper | simulated | error |", "|---|---|---|---|---|---|"]
+
+    def rng(vals):
+        lo, hi = min(vals), max(vals)
+        return f"{lo:.3g}" if lo == hi else f"{lo:.3g} to {hi:.3g}"
+
+    for fig in dict.fromkeys(r["figure"] for r in rows):
+        for role in ("calibration", "validation"):
+            rs = [r for r in rows if r["figure"] == fig and r["role"] == role]
+            if not rs:
+                continue
+            if "points" in rs[0]["unit"]:
+                for r in rs:
+                    lines.append(f"| {fig}: {r['point'].replace(' with pytorch-default training', '')} (%) | {role} "
+                                 f"| 1 | {float(r['target']):.1f} | {float(r['predicted']):.1f} "
+                                 f"| {float(r['residual']):+.1f} points |")
+                continue
+            errs = sorted(abs(float(r["residual"])) for r in rs)
+            worst = max(rs, key=lambda r: abs(float(r["residual"])))
+            unit = rs[0]["unit"] if len({r["unit"] for r in rs}) == 1 else "normalised"
+            lines.append(f"| {_TITLES.get(fig, fig)} ({unit}) | {role} | {len(rs)} "
+                         f"| {rng([float(r['target']) for r in rs])} | {rng([float(r['predicted']) for r in rs])} "
+                         f"| median {100 * float(np.median(errs)):.0f}%, worst {100 * float(worst['residual']):+.0f}% "
+                         f"({worst['point']}) |")
+    return "\n".join(lines)
+
+
+def readme_block(text: str) -> str:
+    """The table between the README's markers (the whole text if they are missing)."""
+    if README_BEGIN not in text or README_END not in text:
+        raise ValueError("the README has no closeness-table markers")
+    return text.split(README_BEGIN, 1)[1].split(README_END, 1)[0].strip()
+
+
+def with_readme_block(text: str, table: str) -> str:
+    """``text`` with the table between the markers replaced by ``table``."""
+    head, rest = text.split(README_BEGIN, 1)
+    return f"{head}{README_BEGIN}\n{table}\n{README_END}{rest.split(README_END, 1)[1]}"

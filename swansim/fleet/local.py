@@ -37,6 +37,7 @@ from swansim.kernel.sched import AUTO
 from swansim.kernel.thermal_gov import ThermalStatus
 from swansim.policies.base import Policy, make_policy, policy_class
 from swansim.policies.view import BatchStats, History, LayerStat, ModelInfo, PhoneState, PolicyView
+from swansim.results import add_to_manifest
 
 
 @lru_cache(maxsize=1)
@@ -297,4 +298,5 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     bm.save(memo_path)
     result = run_fleet(config, costs, out, jobs=jobs, dask_address=dask_address, progress=progress)
     bm.save(memo_path)   # with what this process simulated on the way (workers keep theirs)
+    add_to_manifest(out, [memo_path.name])
     return result, bm

@@ -353,7 +353,8 @@ def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs:
     summary = summarize(rounds, config.target_accuracy, config.baseline_policy)
     rounds.to_csv(out / "rounds.csv", index=False, lineterminator="\n")
     summary.to_csv(out / "summary.csv", index=False, lineterminator="\n")
-    write_manifest(out, config, config.seed, files=("rounds.csv", "summary.csv"), population={
+    checkpoints = [str(_checkpoint_path(out, p).relative_to(out)) for p in config.policies]
+    write_manifest(out, config, config.seed, files=("rounds.csv", "summary.csv", *checkpoints), population={
         "clients": len(population), "base_users": len(population.traces),
         "trace_duration_s": population.traces.duration_s,
         "devices": {d: int(np.sum(population.device_idx == k)) for k, d in enumerate(population.devices)},

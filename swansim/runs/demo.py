@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -114,7 +115,8 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
         fleet = _fleet(cfg, out / "fleet", jobs, progress)   # its rounds, summary, manifest and checkpoints
         tables["fleet"] = fleet.summary
         P.fleet_curves({"resnet34": fleet.rounds}, out / "fleet.png", FleetConfig().target_accuracy)
-        files += ["fleet/rounds.csv", "fleet/summary.csv", "fleet/manifest.json", "fleet.png"]
+        fleet_files = json.loads((out / "fleet" / "manifest.json").read_text())["files"]
+        files += [f"fleet/{f}" for f in fleet_files] + ["fleet/manifest.json", "fleet.png"]
     write_manifest(out, asdict(cfg), seed=cfg.seed, files=files, wall_s=round(time.perf_counter() - started, 1))
     return tables
 
