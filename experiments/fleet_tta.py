@@ -38,7 +38,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default="results/fleet_tta")
     args = ap.parse_args(argv)
     out = Path(args.out)
-    rounds, summaries = {}, []
+    rounds, summaries, by_task = {}, [], {}
     t0 = time.perf_counter()
     for task in args.tasks.split(","):
         cfg = FleetConfig(model=task, policies=tuple(args.policies.split(",")), clients=args.clients,
@@ -46,11 +46,12 @@ def main(argv=None) -> None:
         result, bm = run_policy_fleet(cfg, out / task, args.jobs)
         rounds[task] = result.rounds
         summaries.append(result.summary.assign(task=task))
+        by_task[task] = result.summary
         print(f"{task}: {time.perf_counter() - t0:.0f} s so far; {memo_report(result, bm)}; "
               f"{result.bytes_per_client:.0f} bytes per client")
     summary = pd.concat(summaries, ignore_index=True)
     summary.to_csv(out / "summary.csv", index=False)
-    plots.fleet_curves(rounds, out / "fleet_tta.png", cfg.target_accuracy)
+    plots.fleet_curves(rounds, by_task, out / "fleet_tta.png", cfg.target_accuracy)
     cols = ["task", "policy", "time_to_target_h", "energy_to_target_j", "speedup", "energy_efficiency",
             "mean_clients_online", "completed", "dropped", "dropped_loan"]
     print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))

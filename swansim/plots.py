@@ -30,49 +30,47 @@ def _save(fig, path: Path, dpi: int = 110) -> Path:
 
 def landscape_bars(frames: dict[str, pd.DataFrame], path: Path, paper: pd.DataFrame | None = None,
                    title: str = "") -> Path:
-    """Latency, energy and power per execution choice, on the scale of the Swan paper's Fig. 2.
+    """Latency, energy and power per execution choice, in their own units, PyTorch's default drawn.
 
-    ``frames``: model -> landscape frame. ``paper``: optional tidy frame (model, metric, choice,
-    value) of the published figures, each normalised to the paper's worst plotted choice for
-    that metric (value 1.00). Our bars of a metric are divided by our value at that same choice,
-    so the paper's figures, drawn as black ticks, sit exactly where Fig. 2 puts them and a bar
-    level with its tick agrees with the paper. A metric the paper does not plot is divided by
-    our largest value. The legend names each metric's reference choice. Choice labels are
-    strings ("0123" stays "0123").
+    ``frames``: model -> landscape frame (its ``default`` row is the baseline: a grey bar and a
+    dashed line across the panel). ``paper``: optional tidy frame (model, metric, choice, value) of
+    the Swan paper's Fig. 2, each normalised to the paper's worst plotted choice (value 1.00); its
+    values are drawn as black ticks scaled to our value at that same choice, so a tick level with
+    its bar agrees with the paper and the axis keeps its unit. One row of panels per model, one
+    panel per metric. Choice labels are strings ("0123" stays "0123").
     """
     plt = _plt()
-    metrics = ("latency_s", "energy_j", "power_w")
-    fig, axes = plt.subplots(len(frames), 1, figsize=(10, 3.4 * len(frames)), squeeze=False)
-    for ax, (model, df) in zip(axes[:, 0], frames.items()):
-        df = df[df["kind"] != "default"].reset_index(drop=True)
+    metrics = (("latency_s", "latency", "latency per batch (s)"), ("energy_j", "energy", "energy per batch (J)"),
+               ("power_w", "power", "power above idle (W)"))
+    fig, axes = plt.subplots(len(frames), len(metrics), figsize=(13, 3.3 * len(frames)), squeeze=False)
+    for row, (model, df) in zip(axes, frames.items()):
+        df = df.reset_index(drop=True)
         labels = df["choice"].astype(str)
-        width = 0.8 / len(metrics)
-        for i, m in enumerate(metrics):
-            name = m.rsplit("_", 1)[0]
-            x = [j + (i - 1) * width for j in range(len(df))]
+        base = df.index[df["kind"] == "default"]
+        colors = ["0.6" if k == "default" else "C0" for k in df["kind"]]
+        for ax, (m, name, axis) in zip(row, metrics):
+            ax.bar(range(len(df)), df[m], 0.7, color=colors)
+            if len(base):
+                ax.axhline(float(df.loc[base[0], m]), color="0.4", ls="--", lw=0.8,
+                           label=f"PyTorch's default ({labels[base[0]]})")
             ref = (paper[(paper["model"] == model) & (paper["metric"] == name)] if paper is not None
                    else pd.DataFrame(columns=["choice", "value"]))
             ref = ref[ref["choice"].astype(str).isin(set(labels))]
             if len(ref):
                 at = str(ref.loc[ref["value"].idxmax(), "choice"])
                 scale = float(df.loc[labels == at, m].iloc[0])
-            else:
-                at, scale = str(labels[df[m].idxmax()]), float(df[m].max())
-            ax.bar(x, df[m] / scale, width, label=f"{name} (/ {at})")
-            for _, r in ref.iterrows():
-                j = int(df.index[labels == str(r["choice"])][0])
-                ax.plot(x[j], r["value"], "_", color="black", ms=12, mew=2, zorder=3)
-        ax.axhline(1.0, color="grey", lw=0.5, ls=":")
-        ax.set_ylim(0, ax.get_ylim()[1] * 1.15)   # room for the legend above the bars
-        ax.set_xticks(range(len(df)))
-        ax.set_xticklabels(labels, rotation=0, fontsize=8)
-        ax.set_ylabel(f"{model}\n(/ reference choice)")
-        if paper is not None:
-            ax.plot([], [], "_", color="black", ms=12, mew=2, label="Swan paper Fig. 2")
-        ax.legend(fontsize=7, ncol=4)
-    axes[-1, 0].set_xlabel("execution choice (cpu ids). Each metric / its value at the reference choice in the "
-                           "legend:\nthe paper's worst plotted choice (= 1 in Fig. 2) where the paper has the metric, "
-                           "else our worst", fontsize=8)
+                for _, r in ref.iterrows():
+                    j = int(df.index[labels == str(r["choice"])][0])
+                    ax.plot(j, r["value"] * scale, "_", color="black", ms=14, mew=2, zorder=3)
+                ax.plot([], [], "_", color="black", ms=12, mew=2, label=f"Swan Fig. 2, scaled to ours at {at}")
+            ax.set_xticks(range(len(df)))
+            ax.set_xticklabels(labels, rotation=90, fontsize=7)
+            ax.set_ylabel(axis)
+            ax.set_title(f"{model}: {name}", fontsize=9)
+            ax.set_ylim(0, ax.get_ylim()[1] * 1.25)   # room for the legend above the bars
+            ax.legend(fontsize=7, loc="upper left")
+        row[1].set_xlabel("execution choice (cpu ids; grey: PyTorch's default, unpinned, threads = big cores)",
+                          fontsize=8)
     if title:
         fig.suptitle(title)
     return _save(fig, path)
@@ -276,21 +274,60 @@ def adaptation_timeline(batches: pd.DataFrame, decisions: pd.DataFrame, path: Pa
 # -- the fleet ----------------------------------------------------------------------------------
 
 
-def fleet_curves(rounds: dict[str, pd.DataFrame], path: Path, target_accuracy: float | None = None) -> Path:
-    """Per task (one column each): test accuracy and clients online against simulated time,
-    one line per policy. ``rounds``: task -> the fleet's rounds table."""
+def fleet_curves(rounds: dict[str, pd.DataFrame], summaries: dict[str, pd.DataFrame], path: Path,
+                 target_accuracy: float | None = None) -> Path:
+    """Per task (one column each): test accuracy against simulated hours per policy; time and
+    energy to the target accuracy as bars with each policy's ratio to the baseline written on
+    them; clients online against time where that number moves (else a line of text says it
+    held). ``rounds``/``summaries``: task -> the fleet's rounds and summary tables. The title
+    names the learner: the task sets only what the phones' training costs."""
     plt = _plt()
-    fig, axes = plt.subplots(2, len(rounds), figsize=(4.2 * len(rounds) + 1, 6), squeeze=False, sharex="col")
+    n = len(rounds)
+    fig, axes = plt.subplots(4, n, figsize=(4.6 * n + 1.2, 11), squeeze=False)
+    styles = ("-", "--", "-.", ":")
     for j, (task, df) in enumerate(rounds.items()):
-        for policy, g in df.groupby("policy", sort=False):
-            axes[0, j].plot(g["time_h"], g["accuracy"], lw=1.2, label=policy)
-            axes[1, j].plot(g["time_h"], g["clients_online"], lw=1.2, label=policy)
+        summary = summaries[task].set_index("policy")
+        policies = list(dict.fromkeys(df["policy"]))
+        for k, policy in enumerate(policies):
+            g = df[df["policy"] == policy]
+            # distinct styles and widths: lines that coincide stay visible
+            kw = dict(ls=styles[k % len(styles)], lw=2.2 - 0.6 * k, color=f"C{k}", label=policy)
+            axes[0, j].plot(g["time_h"], g["accuracy"], **kw)
+            axes[3, j].plot(g["time_h"], g["clients_online"], **kw)
         if target_accuracy is not None:
-            axes[0, j].axhline(target_accuracy, color="grey", ls=":", lw=0.8, label="target")
+            axes[0, j].axhline(target_accuracy, color="grey", ls=":", lw=0.8, label=f"target {target_accuracy:g}")
         axes[0, j].set_title(task, fontsize=9)
-        axes[1, j].set_xlabel("simulated time (h)")
-        axes[1, j].set_ylim(bottom=0)
-    axes[0, 0].set_ylabel("test accuracy")
-    axes[1, 0].set_ylabel("clients online")
-    axes[0, -1].legend(fontsize=7)
-    return _save(fig, path, dpi=120)
+        axes[0, j].set_xlabel("simulated time (h)")
+        axes[0, j].set_ylabel("test accuracy (fraction)")
+        axes[0, j].legend(fontsize=7, loc="lower right")
+        for ax, col, scale, unit, ratio in ((axes[1, j], "time_to_target_h", 1.0, "time to target (h)", "speedup"),
+                                            (axes[2, j], "energy_to_target_j", 1e-3, "energy to target (kJ)",
+                                             "energy_efficiency")):
+            vals = [summary.loc[p, col] * scale for p in policies]
+            bars = ax.bar(range(len(policies)), [0.0 if pd.isna(v) else v for v in vals],
+                          color=[f"C{k}" for k in range(len(policies))])
+            for b, p, v in zip(bars, policies, vals):
+                r = summary.loc[p, ratio]
+                text = "target not reached" if pd.isna(v) else f"{v:.3g}\n({r:.2f}x {ratio.replace('_', ' ')})"
+                ax.annotate(text, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom",
+                            fontsize=7)
+            ax.set_xticks(range(len(policies)))
+            ax.set_xticklabels(policies, fontsize=8)
+            ax.set_ylabel(unit)
+            ax.set_ylim(0, max([v for v in vals if not pd.isna(v)] or [1.0]) * 1.45)
+        online = df["clients_online"]
+        axes[3, j].set_xlabel("simulated time (h)")
+        axes[3, j].set_ylabel("clients online (count)")
+        axes[3, j].set_ylim(bottom=0)
+        if online.nunique() == 1:
+            axes[3, j].cla()
+            axes[3, j].axis("off")
+            axes[3, j].text(0.5, 0.5, f"{int(online.iloc[0])} clients online throughout\n"
+                            f"(nobody ran out of energy budget in {df['time_h'].max():.2g} simulated h)",
+                            ha="center", va="center", fontsize=8, transform=axes[3, j].transAxes)
+        else:
+            axes[3, j].legend(fontsize=7)
+    fig.suptitle("The learner: FedAvg of a multinomial logistic regression on FedProx Synthetic(1, 1).\n"
+                 "Each phone's local training costs (time, energy) what the named task costs on that phone.",
+                 fontsize=9)
+    return _save(fig, path, dpi=110)

@@ -114,7 +114,8 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
     if cfg.fleet_rounds > 0:
         fleet = _fleet(cfg, out / "fleet", jobs, progress)   # its rounds, summary, manifest and checkpoints
         tables["fleet"] = fleet.summary
-        P.fleet_curves({"resnet34": fleet.rounds}, out / "fleet.png", FleetConfig().target_accuracy)
+        P.fleet_curves({"resnet34": fleet.rounds}, {"resnet34": fleet.summary}, out / "fleet.png",
+                       FleetConfig().target_accuracy)
         fleet_files = json.loads((out / "fleet" / "manifest.json").read_text())["files"]
         files += [f"fleet/{f}" for f in fleet_files] + ["fleet/manifest.json", "fleet.png"]
     write_manifest(out, asdict(cfg), seed=cfg.seed, files=files, wall_s=round(time.perf_counter() - started, 1))
