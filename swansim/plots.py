@@ -128,19 +128,24 @@ def thermal_run(df: pd.DataFrame, path: Path, title: str, sensor: str,
 
 
 def thermal_summary(timelines: dict[tuple[str, str], pd.DataFrame], loads: Sequence[str], path: Path) -> Path:
-    """Throughput relative to the first 10 s, every device, one panel per load."""
+    """Throughput relative to the first 10 s, every device, one panel per load; each device its
+    own line style and width, so devices whose curves coincide stay visible."""
     plt = _plt()
-    fig, axes = plt.subplots(1, len(loads), figsize=(11, 4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(loads), figsize=(12, 4), sharey=True, squeeze=False)
+    styles = ("-", "--", "-.", ":")
     for ax, load in zip(axes[0], loads):
+        k = 0
         for (name, ld), df in timelines.items():
             if ld != load:
                 continue
             start = df.loc[df["time_s"] <= 10.0, "gflops"].mean()
-            ax.plot(df["time_s"] / 60.0, df["gflops"] / start, lw=1, label=name)
+            ax.plot(df["time_s"] / 60.0, df["gflops"] / start, ls=styles[k % len(styles)],
+                    lw=2.4 - 0.3 * (k % 5), label=name)
+            k += 1
         ax.set_title(f"dense FP32 on the {load} cores")
         ax.set_xlabel("time (min)")
-        ax.legend(fontsize=7)
-    axes[0, 0].set_ylabel("throughput / first 10 s")
+    axes[0, 0].set_ylabel("throughput / first 10 s (ratio)")
+    axes[0, -1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path, dpi=100)
 
 
@@ -171,7 +176,7 @@ def ux_drops(drops: pd.DataFrame, path: Path) -> Path:
     ax.set_xticks(range(len(devices)), devices)
     ax.set_ylabel("Work-like score drop (%)")
     ax.set_title("Work-like score drop, training in the background")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # off the bars and the zero line
     return _save(fig, path, dpi=120)
 
 
@@ -182,12 +187,15 @@ def ux_jank(janks: pd.DataFrame, path: Path) -> Path:
     df["run"] = [("none" if p == "none" else f"{m} {p}") for m, p in zip(df["model"], df["placement"])]
     df["x"] = df["device"] + "\n" + df["app"]
     piv = df.pivot_table(index="x", columns="run", values="jank_pct", sort=False)
-    ax = piv.plot.bar(figsize=(max(5, 0.9 * len(piv)), 4), rot=0)
+    ax = piv.plot.bar(figsize=(max(6, 1.1 * len(piv) + 2), 4.5), rot=60)
+    ax.tick_params(axis="x", labelsize=7)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_ylabel("janky frames (%)")
     ax.set_xlabel("")
     ax.set_title("Light apps: frames missing their deadline")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(ax.figure, path, dpi=120)
 
 
@@ -215,6 +223,7 @@ def policy_gains(df: pd.DataFrame, path: Path, policies: Sequence[str] = ("swan"
         ax.set_ylabel(label)
         ax.legend(fontsize=7)
     axes[-1].set_xticks(range(len(xs)), xs, fontsize=7)
+    axes[-1].set_xlabel("device and model")
     axes[0].set_title(title or "over pytorch-default, per batch at steady state on an idle phone")
     return _save(fig, path, dpi=120)
 
@@ -229,7 +238,7 @@ def policy_ux(df: pd.DataFrame, path: Path) -> Path:
     ax = piv.plot.bar(figsize=(max(6.0, 1.3 * len(piv) + 2), 4), rot=0, width=0.8)
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_ylabel("Work-like score change (%)")
-    ax.set_xlabel("")
+    ax.set_xlabel("device and model")
     ax.tick_params(axis="x", labelsize=7)
     ax.set_title("The owner's Work-like score with training in the background")
     ax.legend(fontsize=7, ncol=2)
