@@ -37,6 +37,9 @@ class WorkStarted(BaseException):
 def tripwire():
     def trip(*_a, **_kw):
         raise WorkStarted
+    # a module that binds `synthesize` by name must be imported before the patch, or it would
+    # keep the tripwire for the rest of the session
+    import swansim.fleet.population  # noqa: F401
     with mock.patch("simpy.Environment.run", trip), mock.patch("swansim.apps.synth.synthesize", trip), \
             mock.patch("swansim.pool.ProcessPoolExecutor", trip):
         yield

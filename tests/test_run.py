@@ -64,6 +64,10 @@ def test_perfetto_trace_has_cpu_tracks_frames_and_counters(tmp_path):
     r = run_policy(cfg, trace_detail=True, subtract_background=False)
     path = write_perfetto(r, tmp_path / "trace.json")
     ev = load_events(path)
+    packed = write_perfetto(r, tmp_path / "trace.json.gz")    # what the Perfetto UI opens as it is
+    assert packed.stat().st_size < path.stat().st_size / 4
+    assert load_events(packed).equals(ev)
+    assert write_perfetto(r, tmp_path / "again.json.gz").read_bytes() == packed.read_bytes()
     meta = ev[ev["ph"] == "M"]
     procs = {a["name"]: pid for pid, n, a in zip(meta["pid"], meta["name"], meta["args"]) if n == "process_name"}
     soc = r.spec.soc

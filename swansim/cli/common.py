@@ -7,6 +7,11 @@ import argparse
 def add_jobs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=None,
                    help="parallel processes (default: every core); the numbers do not depend on it")
+    add_quiet(p)
+
+
+def add_quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress bar (it goes to stderr)")
 
 
 def split_names(text: str | None) -> tuple[str, ...] | None:

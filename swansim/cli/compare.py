@@ -37,7 +37,7 @@ def run(args) -> int:
                         policies=tuple(split_names(args.policies)), trace=args.trace, user=args.user,
                         synthetic=args.synthetic, seed=args.seed, duration_s=args.duration,
                         sets=tuple(parse_set(s) for s in args.set), ux=not args.no_ux)
-    df = compare_frame(cfg, args.out, args.jobs, progress=True)
+    df = compare_frame(cfg, args.out, args.jobs, progress=not args.quiet)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     else:

@@ -26,7 +26,8 @@ def run(args) -> int:
 
     out = out_under(args.out, "demo")
     tables = run_demo(DemoConfig(args.device, args.seed, args.thermal_minutes, args.policy_s,
-                                 fleet_rounds=args.fleet_rounds), out, args.jobs)
+                                 fleet_rounds=args.fleet_rounds), out, args.jobs,
+                       progress=not args.quiet)
     for name, df in tables.items():
         print(f"\n== {args.device} {name}")
         print(format_summary(df) if name == "thermal" else

@@ -42,7 +42,7 @@ def run(args) -> int:
         cfg = replace(cfg, local_steps=args.local_steps)
     if args.target_accuracy is not None:
         cfg = replace(cfg, target_accuracy=args.target_accuracy)
-    result, bm = run_policy_fleet(cfg, args.out, args.jobs, args.dask)
+    result, bm = run_policy_fleet(cfg, args.out, args.jobs, args.dask, progress=not args.quiet)
     if args.format == "csv":
         result.summary.to_csv(sys.stdout, index=False)
     else:

@@ -31,7 +31,7 @@ def run(args) -> int:
 
     cfg = LandscapeConfig(args.device, args.model, args.runtime, args.mode, args.batch, args.classes, args.input,
                           args.batches, args.warmup, not args.no_mixed)
-    df = run_landscape(cfg, args.out, args.jobs)
+    df = run_landscape(cfg, args.out, args.jobs, progress=not args.quiet)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     else:

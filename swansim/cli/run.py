@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from swansim.cli.common import add_quiet
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="one phone, one model, one policy, a usage trace: tables and a trace file")
@@ -26,7 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a profile figure by dotted path, e.g. soc.clusters.big.l2_kib_per_core=512")
     p.add_argument("--out", default="results/run", help="output directory (default: %(default)s)")
-    p.add_argument("--perfetto", default=None, metavar="FILE", help="also write a trace for ui.perfetto.dev")
+    p.add_argument("--perfetto", default=None, metavar="FILE",
+                   help="also write a trace for ui.perfetto.dev (gzip-compressed when FILE ends in .gz)")
+    add_quiet(p)
     p.set_defaults(func=run)
 
 
@@ -55,7 +59,7 @@ def run(args) -> int:
     checks.out_dir(args.out)                      # both outputs can be written, before the run
     if args.perfetto:
         checks.out_file(args.perfetto, "--perfetto")
-    result = run_policy(cfg, trace_detail=args.perfetto is not None)
+    result = run_policy(cfg, trace_detail=args.perfetto is not None, progress=not args.quiet)
     if args.perfetto:
         from swansim.runs.perfetto import write_perfetto
         write_perfetto(result, args.perfetto)

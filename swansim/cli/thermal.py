@@ -26,7 +26,8 @@ def run(args) -> int:
 
     out = out_under(args.out, "thermal")
     table = run_thermal(out, split_names(args.devices), args.minutes, args.sample_s, args.governor,
-                        args.thermal_governor, not args.no_plots, args.jobs, seed=args.seed)
+                        args.thermal_governor, not args.no_plots, args.jobs, progress=not args.quiet,
+                        seed=args.seed)
     print(format_summary(table))
     print(f"wrote {out}/")
     return 0

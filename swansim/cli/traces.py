@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from swansim.cli.common import add_quiet
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("traces", help="generate and inspect usage traces")
@@ -13,6 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--users", type=int, default=10)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, help="output directory (sessions.csv, states.csv, manifest.json)")
+    add_quiet(s)
     s.set_defaults(func=_synth)
     v = ps.add_parser("show", help="summary statistics of a trace directory")
     v.add_argument("dir")
@@ -22,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _synth(args) -> int:
     from swansim.apps.synth import synth_to_dir
 
-    trace = synth_to_dir(args.out, users=args.users, days=args.days, seed=args.seed, progress=True)
+    trace = synth_to_dir(args.out, users=args.users, days=args.days, seed=args.seed, progress=not args.quiet)
     print(f"wrote {args.out}")
     _summary(trace)
     return 0

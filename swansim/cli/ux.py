@@ -41,7 +41,7 @@ def run(args) -> int:
         kw["models"] = split_names(args.models)
     cfg = UxConfig(**kw)
     out = out_under(args.out, "ux")
-    drops, janks = run_ux(cfg, out, not args.no_plots, args.jobs)
+    drops, janks = run_ux(cfg, out, not args.no_plots, args.jobs, progress=not args.quiet)
     print_summary(drops, janks)
     print(f"wrote {out}/")
     return 0

@@ -123,9 +123,11 @@ def compare_frame(cfg: CompareConfig, out: Path | str | None = None, jobs: int |
 
 
 def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorch-default"), trace=None,
-            synthetic=False, duration_s=120.0, sets=None, jobs=None, out=None, **kwargs) -> pd.DataFrame:
-    """The public API: ``sets`` maps a dotted profile path to the values to sweep."""
+            synthetic=False, duration_s=120.0, sets=None, jobs=None, out=None, progress=True,
+            **kwargs) -> pd.DataFrame:
+    """The public API: ``sets`` maps a dotted profile path to the values to sweep; ``progress=False``
+    silences the bar on stderr."""
     sets = tuple((k, tuple(str(v) for v in vs)) for k, vs in (sets or {}).items())
     cfg = CompareConfig(devices=tuple(devices), models=tuple(models), policies=tuple(policies), trace=trace,
                         synthetic=synthetic, duration_s=duration_s, sets=sets, **kwargs)
-    return compare_frame(cfg, out, jobs)
+    return compare_frame(cfg, out, jobs, progress=progress)

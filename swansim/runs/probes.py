@@ -21,6 +21,26 @@ class Periodic:
         raise NotImplementedError
 
 
+class Progress(Periodic):
+    """A progress bar (tqdm, to stderr) over simulated seconds, moved every ``every_s``: 100 steps
+    a run, so it costs 100 events however long the run."""
+
+    def __init__(self, dev: Device, duration_s: float, desc: str, enabled: bool = True):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=round(duration_s), desc=desc, unit="sim s", disable=not enabled, leave=False)
+        self._done = 0
+        super().__init__(dev, max(duration_s / 100.0, 1e-3))
+
+    def sample(self) -> None:
+        now = min(round(self.dev.env.now), self.bar.total)
+        self.bar.update(now - self._done)
+        self._done = now
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 class Sampler(Periodic):
     """Every ``every_s``: mean power over the interval (by component group), temperatures,
     battery, thermal status and frequency caps."""

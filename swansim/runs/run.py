@@ -38,7 +38,7 @@ from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.policies.base import Policy, make_policy, policy_class
 from swansim.runs.driver import REQUEST_BATCHES, PolicyDriver
 from swansim.runs.overrides import apply_overrides
-from swansim.runs.probes import CpuOccupancy, FrequencyLog, Sampler
+from swansim.runs.probes import CpuOccupancy, FrequencyLog, Progress, Sampler
 from swansim.runs.usage import Usage, usage_of
 
 
@@ -220,12 +220,14 @@ class _Phone:
 
 
 def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, float] | None = None,
-               trace_detail: bool = False, subtract_background: bool = True) -> RunResult:
+               trace_detail: bool = False, subtract_background: bool = True, progress: bool = False) -> RunResult:
     """Run ``cfg``. ``policy``: a policy object to use instead of a new one (it keeps what it
     learned); ``oracle``: the true latency per choice label for policies that need it
     (default: measured now, see `true_latencies`); ``trace_detail``: also record per-cpu
     thread activity (for `swansim.runs.perfetto`); ``subtract_background``: also run the same
-    phone and owner without training (the energy and Work-like score references)."""
+    phone and owner without training (the energy and Work-like score references); ``progress``:
+    a bar on stderr over simulated time (the run, then its reference run). A probe that only
+    reads the clock: the results do not depend on it."""
     spec = cfg.check(_catalogue())
     usage = usage_of(cfg)
     if policy is None:
@@ -239,7 +241,11 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
     sampler = Sampler(dev, cfg.sample_s)
     freq = FrequencyLog(dev)
     occupancy = CpuOccupancy(dev) if trace_detail else None
+    show = progress and cfg.duration_s is not None
+    bar = Progress(dev, cfg.duration_s, f"{cfg.device} {cfg.model} {cfg.policy}") if show else None
     phone.run(cfg.duration_s)
+    if bar is not None:
+        bar.close()
     end_s = dev.env.now
     sampler.sample()
     if occupancy is not None:
@@ -247,7 +253,10 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
     background = None
     if subtract_background:
         background = _Phone(cfg, spec, usage, None, False)
+        bar = Progress(background.dev, end_s, "reference run (no training)") if show else None
         background.run(end_s)
+        if bar is not None:
+            bar.close()
 
     batches = pd.DataFrame(driver.batch_rows, columns=_BATCH_COLUMNS)
     layers = pd.DataFrame(driver.layer_rows, columns=["batch", "layer", "name", "op", "phase", "choice",
@@ -347,7 +356,9 @@ def true_latencies(device: str, model: str, runtime: str = "pytorch", overrides:
 
 def run(device: str = "pixel3", model: str = "resnet34", policy: str = "swan", duration_s: float = 300.0,
         trace: str | None = None, user: str | None = None, synthetic: bool = False, seed: int = 0,
-        start_s: float | None = None, **kwargs) -> RunResult:
-    """The public API: one run, its tables as DataFrames (``result.batches``, ``.decisions``...)."""
+        start_s: float | None = None, progress: bool = True, **kwargs) -> RunResult:
+    """The public API: one run, its tables as DataFrames (``result.batches``, ``.decisions``...);
+    ``progress=False`` silences the bar on stderr. Other keywords are `RunConfig` fields."""
     return run_policy(RunConfig(device=device, model=model, policy=policy, duration_s=duration_s, trace=trace,
-                                user=user, synthetic=synthetic, seed=seed, start_s=start_s, **kwargs))
+                                user=user, synthetic=synthetic, seed=seed, start_s=start_s, **kwargs),
+                      progress=progress)
