@@ -3,9 +3,8 @@
 Per phone: 30 simulated minutes of dense FP32 on the big cores (`swansim.runs.thermal`), with and
 without the profile's `[thermal_engine]`. Prints every cap the engine set (time, cluster, skin
 temperature, MHz), then per phone and run: when the first cap came (either party) and the
-engine's first, the sustained fraction of the first 10 s's throughput, and skin and battery
-temperatures at the steady state (the last 10 minutes), with where the engine's configuration
-comes from. Writes the table and the timelines under ``--out``.
+engine's first, the sustained fraction of the peak throughput, and skin and battery temperatures
+at the steady state (the last 10 minutes), with where the engine's configuration comes from. Writes the table and the timelines under ``--out``.
 
     .venv/bin/python experiments/thermal_engine.py [--minutes 30] [--out results/thermal_engine]
 """

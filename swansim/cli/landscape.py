@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args) -> int:
-    from swansim.runs.landscape import LandscapeConfig, run_landscape
+    from swansim.runs.landscape import LandscapeConfig, describe, run_landscape
 
     cfg = LandscapeConfig(args.device, args.model, args.runtime, args.mode, args.batch, args.classes, args.input,
                           args.batches, args.warmup, not args.no_mixed)
@@ -35,6 +35,7 @@ def run(args) -> int:
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)
     else:
+        print(describe(cfg))
         print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         print("speedup and energy_vs_baseline: relative to the default row (PyTorch's default threads, no affinity)")
     return 0

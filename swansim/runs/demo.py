@@ -55,7 +55,7 @@ class DemoConfig:
 
 
 UX_BACKGROUNDS = (("none", None), ("resnet34 pytorch-default", TrainingBackground("resnet34")),
-                  ("resnet34 one little core", TrainingBackground("resnet34", "little1")))
+                  ("resnet34 little1", TrainingBackground("resnet34", "little1")))
 
 
 def _ux(cfg: DemoConfig, bg) -> float:

@@ -111,6 +111,15 @@ def _graph(model: str, batch, input_shape, classes, mode: str):
     return build_task(model, batch, input_shape, classes, mode)
 
 
+def describe(cfg: LandscapeConfig) -> str:
+    """What a landscape is for, in one line: device, model, input, classes, batch, runtime, mode."""
+    graph = _graph(*cfg.check(Catalogue.load()))
+    shape = "x".join(map(str, graph.input_shape))
+    return (f"landscape: {cfg.device}, {cfg.model} ({shape} input, {graph.num_classes} classes), batch "
+            f"{graph.batch}, {cfg.runtime} {'training' if cfg.mode == 'train' else 'inference'}, "
+            f"{cfg.governor}, Android group {cfg.group}; latency and energy per batch, power above idle")
+
+
 def _row(key: BatchKey) -> dict:
     """One landscape row (a pool worker)."""
     cost = simulate_batch(key, record_layers=False)

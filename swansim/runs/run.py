@@ -14,7 +14,9 @@ temperatures and frequencies.
 
 Energy per batch (the summary's ``energy_j``) is the paper's background-subtracted drain done
 exactly: the platform's energy over the run minus that of the same run without training,
-divided by the batches.
+divided by the batches. ``energy_above_idle_j`` is the mean of the batches' own ``energy_j``: the
+phone's energy over each batch above its idle floor (screen off, nothing running). It also
+counts whatever the owner's apps drew meanwhile, so with an owner it exceeds ``energy_j``.
 """
 from __future__ import annotations
 
@@ -303,7 +305,7 @@ def summarise(cfg: RunConfig, usage: Usage, r: RunResult, end_s: float, total_j:
         "batches": n,
         "latency_s": float(b["latency_s"].mean()) if n else math.nan,
         "energy_j": (total_j - background_j) / n if n and background_j is not None else math.nan,
-        "net_energy_j": float(b["energy_j"].mean()) if n else math.nan,
+        "energy_above_idle_j": float(b["energy_j"].mean()) if n else math.nan,
         "explore_batches": int((b["purpose"] == "explore").sum()),
         "steady_batches": len(steady),
         "steady_latency_s": float(steady["latency_s"].mean()) if len(steady) else math.nan,

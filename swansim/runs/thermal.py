@@ -6,7 +6,7 @@ power, temperatures, frequencies, the cap in force and each party's limit (the k
 zone on the junction, the vendor's thermal engine on skin and virtual sensors). `run_thermal`
 runs them over a process pool and writes per run a timeline CSV (and PNG) and a summary table:
 time to the first cap (by either party) and to the engine's first cap, the sustained fraction of
-the first 10 s's throughput over the last 10 minutes (or the second half of a shorter run), skin
+the peak throughput over the last 10 minutes (or the second half of a shorter run), skin
 and battery temperatures at that steady state, their peaks, and when the engine would shut the
 phone down.
 """
@@ -70,7 +70,7 @@ class Sampler(Periodic):
                 row[f"limit_{party}_{p.name}_mhz"] = p.limit_mhz(party)
         row["status"] = d.thermal_status.name
         if d.battery is not None:
-            row["soc_pct"] = d.battery.soc_pct
+            row["battery_charge_pct"] = d.battery.soc_pct
         self.rows.append(row)
         self._last = (t, flops, e)
 
@@ -109,6 +109,7 @@ def summarise(dev: Device, df: pd.DataFrame, load: str, cpus: list[int], duratio
         "first_throttle_s": first_throttle_s(dev, cpus),
         "first_engine_cap_s": first_throttle_s(dev, cpus, ENGINE),
         "initial_gflops": float(first["gflops"].mean()),
+        "peak_gflops": float(df["gflops"].max()),
         "sustained_window_s": sustained_window_s(duration_s),
         "sustained_gflops": float(last["gflops"].mean()),
         "sustained_power_w": float(last["power_w"].mean()),
@@ -121,7 +122,8 @@ def summarise(dev: Device, df: pd.DataFrame, load: str, cpus: list[int], duratio
         "engine_shutdown_s": engine.shutdown_s if engine is not None else None,
         "final_status": dev.thermal_status.name,
     }
-    row["sustained_fraction"] = row["sustained_gflops"] / row["initial_gflops"] if row["initial_gflops"] else float("nan")
+    # of the peak (the highest sample): clocks may still be ramping in the first 10 s
+    row["sustained_fraction"] = row["sustained_gflops"] / row["peak_gflops"] if row["peak_gflops"] else float("nan")
     return row
 
 
@@ -232,15 +234,15 @@ def format_summary(table: pd.DataFrame) -> str:
     def t(v, fmt="{:.0f}"):
         return "never" if v is None or pd.isna(v) else fmt.format(v)
 
-    head = (f"sustained dense FP32; 'steady' = mean over the last {window:g} min, 'sustained/initial' = its "
-            f"throughput over the first 10 s's\n"
+    head = (f"sustained dense FP32; 'steady' = mean over the last {window:g} min, 'sustained/peak' = its "
+            f"throughput over the highest sampled\n"
             f"{'device':<14} {'load':<6} {'1st cap s':>9} {'engine cap s':>12} {'GFLOP/s 0-10 s':>14} "
-            f"{'steady GFLOP/s':>14} {'sustained/initial':>17} {'steady W':>8} {'peak sensor C':>13} "
+            f"{'steady GFLOP/s':>14} {'sustained/peak':>14} {'steady W':>8} {'peak sensor C':>13} "
             f"{'steady skin C':>13} {'steady batt C':>13} {'batt >35 C at s':>15}")
     lines = [head]
     for r in table.itertuples():
         lines.append(f"{r.device:<14} {r.load:<6} {t(r.first_throttle_s):>9} {t(r.first_engine_cap_s):>12} "
-                     f"{r.initial_gflops:>14.1f} {r.sustained_gflops:>14.1f} {r.sustained_fraction:>17.2f} "
+                     f"{r.initial_gflops:>14.1f} {r.sustained_gflops:>14.1f} {r.sustained_fraction:>14.2f} "
                      f"{r.sustained_power_w:>8.2f} {r.peak_sensor_c:>13.1f} {r.steady_skin_c:>13.1f} "
                      f"{t(r.steady_battery_c, '{:.1f}'):>13} {t(r.battery_over_35c_s):>15}")
     return "\n".join(lines)

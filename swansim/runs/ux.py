@@ -193,6 +193,8 @@ def drop_summary(scores: pd.DataFrame) -> pd.DataFrame:
 def print_summary(drops: pd.DataFrame, janks: pd.DataFrame) -> None:
     n = int(drops["seeds"].max()) if len(drops) else 1
     spread = f" {'range (' + str(n) + ' seeds)':>16}" if n > 1 else ""
+    print("Work-like score with training in the background (pytorch-default: as many threads as big cores, "
+          "unpinned; little1: one thread on the first little core); drop = score lost to training")
     print(f"{'device':<14} {'training':<32} {'score':>7} {'drop %':>7}{spread} {'paper %':>8} {'jank %':>7}")
     for r in drops.itertuples():
         label = "none" if r.placement == "none" else f"{r.model} {r.placement}"
