@@ -8,7 +8,8 @@ runs them over a process pool and writes per run a timeline CSV (and PNG) and a 
 time to the first cap (by either party) and to the engine's first cap, the sustained fraction of
 the peak throughput over the last 10 minutes (or the second half of a shorter run), skin
 and battery temperatures at that steady state, their peaks, and when the engine would shut the
-phone down.
+phone down. A time the run never reached (no cap, the battery never above 35 C, no shutdown) is
+blank in the CSV and "never" in the printed table.
 """
 from __future__ import annotations
 
