@@ -115,7 +115,7 @@ def trace_events(result) -> list[dict]:
 def write_perfetto(result, path: Path | str) -> Path:
     """Write the trace JSON of ``result`` (a run recorded with ``trace_detail=True``), gzip-
     compressed when ``path`` ends in ``.gz`` (the Perfetto UI opens ``.json.gz`` as it is; the
-    JSON of five simulated minutes is tens of MB, about a tenth of that compressed)."""
+    JSON of five simulated minutes of a Pixel 3 training ResNet-34 is 129 MB, 11 MB compressed)."""
     if result.cpu_slices is None:
         raise ValueError("the run was recorded without trace_detail")
     path = Path(path)
