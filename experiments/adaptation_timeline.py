@@ -42,9 +42,9 @@ def main() -> dict:
         bench = frames[frames["app"] == "workbench"]
         session = [(float(bench["vsync_s"].min()), float(bench["done_s"].max()), "Work-like benchmark")] \
             if len(bench) else []
-        change = summary["ux_score_change_pct"]
+        drop = summary["ux_score_drop_pct"]
         adaptation_timeline(batches, decisions, OUT / f"{policy}.png", session,
-                            title=f"{DEVICE} {MODEL} {policy}: Work-like score change {change:+.1f} %")
+                            title=f"{DEVICE} {MODEL} {policy}: Work-like score drop {drop:.1f} %")
         files += [f"{policy}_batches.csv", f"{policy}_decisions.csv", f"{policy}.png"]
         summaries[policy] = summary
     pd.DataFrame(summaries.values()).to_csv(OUT / "summary.csv", index=False)
@@ -55,6 +55,6 @@ def main() -> dict:
 
 if __name__ == "__main__":
     for policy, s in main().items():
-        print(f"{policy}: {s['batches']} batches, {s['latency_s']:.3f} s/batch, Work-like score change "
-              f"{s['ux_score_change_pct']:+.1f} %")
+        print(f"{policy}: {s['batches']} batches, {s['latency_s']:.3f} s/batch, Work-like score drop "
+              f"{s['ux_score_drop_pct']:.1f} %")
     print((OUT / "swan_decisions.csv").read_text())

@@ -42,9 +42,9 @@ def main(jobs: int | None = None) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True)
     order = {p: i for i, p in enumerate(STATIC[:1] + ADAPTIVE + STATIC[1:])}
     df = df.sort_values(["device", "model", "policy"], key=lambda s: s.map(order) if s.name == "policy" else s)
-    df["paper_change_pct"] = [-PAPER_FIG3_DROP_PCT[(d, m)] if p == "pytorch-default" and (d, m) in PAPER_FIG3_DROP_PCT
-                              else float("nan") for d, m, p in zip(df["device"], df["model"], df["policy"])]
-    table = df[["device", "model", "policy", "ux_score_change_pct", "paper_change_pct", "final_plan",
+    df["paper_drop_pct"] = [PAPER_FIG3_DROP_PCT[(d, m)] if p == "pytorch-default" and (d, m) in PAPER_FIG3_DROP_PCT
+                            else float("nan") for d, m, p in zip(df["device"], df["model"], df["policy"])]
+    table = df[["device", "model", "policy", "ux_score_drop_pct", "paper_drop_pct", "final_plan",
                 "steady_latency_s", "latency_s"]]
     table.to_csv(OUT / "ux.csv", index=False)
     policy_ux(table, OUT / "ux.png")

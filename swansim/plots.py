@@ -229,15 +229,15 @@ def policy_gains(df: pd.DataFrame, path: Path, policies: Sequence[str] = ("swan"
 
 
 def policy_ux(df: pd.DataFrame, path: Path) -> Path:
-    """Work-like score change (%) per policy, per device and model (negative: the owner loses)."""
+    """Work-like score drop (%) per policy, per device and model (positive: the owner loses)."""
     _plt()   # the Agg backend, before pandas draws
     df = df.copy()
     df["x"] = df["device"] + "\n" + df["model"]
-    piv = df.pivot_table(index="x", columns="policy", values="ux_score_change_pct", sort=False)
+    piv = df.pivot_table(index="x", columns="policy", values="ux_score_drop_pct", sort=False)
     piv = piv[[p for p in dict.fromkeys(df["policy"]) if p in piv.columns]]
     ax = piv.plot.bar(figsize=(max(6.0, 1.3 * len(piv) + 2), 4), rot=0, width=0.8)
     ax.axhline(0.0, color="grey", lw=0.8)
-    ax.set_ylabel("Work-like score change (%)")
+    ax.set_ylabel("Work-like score drop (%)")
     ax.set_xlabel("device and model")
     ax.tick_params(axis="x", labelsize=7)
     ax.set_title("The owner's Work-like score with training in the background")

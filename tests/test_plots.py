@@ -67,7 +67,7 @@ def _all(tmp_path):
     P.policy_gains(pd.DataFrame({"device": ["a", "a"], "model": ["resnet34"] * 2, "policy": ["swan", "swan-layer"],
                                  "speedup": [1.5, 1.6], "energy_gain": [1.2, 1.3]}), tmp_path / "g.png")
     P.policy_ux(pd.DataFrame({"device": ["a", "a"], "model": ["resnet34"] * 2, "policy": ["swan", "pytorch-default"],
-                              "ux_score_change_pct": [-2.0, -20.0]}), tmp_path / "x.png")
+                              "ux_score_drop_pct": [2.0, 20.0]}), tmp_path / "x.png")
     P.adaptation_timeline(pd.DataFrame({"plan": ["4", "4", "0"], "purpose": ["explore", "train", "train"],
                                         "start_s": [0.0, 1.0, 2.0], "latency_s": [1.0, 1.0, 8.0]}),
                           pd.DataFrame({"kind": ["select"], "time_s": [1.0]}), tmp_path / "a.png")

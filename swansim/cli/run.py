@@ -65,8 +65,11 @@ def run(args) -> int:
         write_perfetto(result, args.perfetto)
     out = result.write(args.out, perfetto=args.perfetto)
     s = result.summary
+    owner = f"jank {s['jank_pct']:.2f} % of {s['frames']} frames" if s["frames"] else "no app ran"
+    declined = ", ".join(f"{k[9:]} {v}" for k, v in s.items() if k.startswith("declined_") and v)
     print(f"{s['device']} {s['model']} {s['policy']}: {s['batches']} batches, {s['latency_s']:.3f} s and "
-          f"{s['energy_j']:.2f} J per batch; final plan {s['final_plan']}; jank {s['jank_pct']:.2f} %")
+          f"{s['energy_j']:.2f} J per batch; final plan {s['final_plan']}; {owner}"
+          + (f"; declined to train: {declined}" if declined else ""))
     if len(result.decisions):
         print(result.decisions.to_string(index=False, max_rows=40))
     print(f"wrote {out}/" + (f" and {args.perfetto}" if args.perfetto else ""))

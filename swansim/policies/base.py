@@ -50,6 +50,10 @@ class Policy:
     def admit(self, state: PhoneState) -> bool:
         return True
 
+    def why_declined(self, state: PhoneState) -> str:
+        """Why ``admit`` refused ``state``: one of `DECLINE_REASONS` (runs count declines by it)."""
+        return "other"
+
     def plan(self, view: PolicyView) -> Plan:
         raise NotImplementedError
 
@@ -66,6 +70,11 @@ class Policy:
     def decide(self, time_s: float, batch: int, kind: str, plan: str = "-", detail: str = "") -> None:
         self.decisions.append(Decision(time_s, batch, kind, plan, detail))
 
+
+# Why a policy refuses to train now, as run and compare tables count it: the battery above the
+# policy's temperature limit, the battery below its minimum while discharging, the owner using the
+# phone (screen on or an app in front), the phone not charging; anything else.
+DECLINE_REASONS = ("battery_hot", "battery_low", "owner_active", "not_charging", "other")
 
 POLICIES: dict[str, type[Policy]] = {}
 

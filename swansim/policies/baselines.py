@@ -23,7 +23,7 @@ from typing import Mapping
 from swansim.dnn.choices import Choice, Plan
 from swansim.errors import InputError
 from swansim.policies.base import Policy, register
-from swansim.policies.swan import SwanParams, decline_reason
+from swansim.policies.swan import SwanParams, decline_kind, decline_reason
 from swansim.policies.view import PhoneState, PolicyView
 
 
@@ -75,6 +75,9 @@ class IdleChargingOnly(PytorchDefault):
     def admit(self, state: PhoneState) -> bool:
         return state.charging and state.idle
 
+    def why_declined(self, state: PhoneState) -> str:
+        return "not_charging" if not state.charging else "owner_active"
+
 
 @register("oracle")
 class Oracle(Static):
@@ -89,6 +92,9 @@ class Oracle(Static):
 
     def admit(self, state: PhoneState) -> bool:
         return decline_reason(state, self.params) is None
+
+    def why_declined(self, state: PhoneState) -> str:
+        return decline_kind(state, self.params) or "other"
 
     def choose(self, view: PolicyView) -> Choice:
         known = [c for c in (*view.choices, view.default_choice) if c.label in self.latency_by_choice]

@@ -102,10 +102,20 @@ def profile_of(runs: Sequence[BatchStats]) -> Profile:
 
 def decline_reason(state: PhoneState, p: SwanParams) -> str | None:
     """Why Swan's monitoring declines training now (None: it accepts)."""
-    if state.battery_temp_c is not None and state.battery_temp_c > p.max_battery_temp_c:
+    why = decline_kind(state, p)
+    if why == "battery_hot":
         return f"battery {state.battery_temp_c:.1f} C > {p.max_battery_temp_c:g} C"
-    if not state.charging and state.battery_pct is not None and state.battery_pct < p.min_battery_pct:
+    if why == "battery_low":
         return f"battery {state.battery_pct:.1f} % < {p.min_battery_pct:g} % and not charging"
+    return None
+
+
+def decline_kind(state: PhoneState, p: SwanParams) -> str | None:
+    """The kind of reason (`policies.base.DECLINE_REASONS`) Swan's monitoring declines for, or None."""
+    if state.battery_temp_c is not None and state.battery_temp_c > p.max_battery_temp_c:
+        return "battery_hot"
+    if not state.charging and state.battery_pct is not None and state.battery_pct < p.min_battery_pct:
+        return "battery_low"
     return None
 
 
@@ -167,6 +177,9 @@ class Swan(Policy):
             self._admitted = ok
             self.decide(state.time_s, -1, "admit" if ok else "decline", "-", reason or "")
         return ok
+
+    def why_declined(self, state: PhoneState) -> str:
+        return decline_kind(state, self.params) or "other"
 
     def can_explore(self, state: PhoneState) -> bool:
         """The paper explores only while the phone is idle and discharging."""

@@ -2,7 +2,9 @@
 
 Every configuration is a `swansim.runs.run` run of the same owner (a trace, a synthetic owner
 or an idle phone) for the same duration; its row has the mean latency and training energy per
-batch, the owner's jank, and - unless ``ux=False`` - the Work-like score change: the policy, as
+batch, the owner's frames and jank (where the owner runs apps: a trace or a synthetic owner), how
+often the policy declined to train and why, and - unless ``ux=False`` - the Work-like score drop
+(positive: the owner loses, as `swansim ux` reports it): the policy, as
 that run left it (what it explored, it keeps), trains in the background while the owner runs
 the Work-like benchmark (after `scenarios.WARMUP_S` of training with the screen on), against
 the same phone running the benchmark without training. ``sets`` sweep profile figures by
@@ -24,14 +26,19 @@ from swansim import checks
 
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
+from swansim.policies.base import DECLINE_REASONS
 from swansim.pool import check_jobs, run_all
 from swansim.runs.driver import REQUEST_BATCHES
 from swansim.runs.run import RunConfig, measure_choice, oracle_tasks, run_policy
 from swansim.runs.usage import usage_of
 from swansim.runs.scenarios import WARMUP_S
 
-METRICS = ["latency_s", "energy_j", "ux_score_change_pct", "jank_pct", "batches", "explore_batches",
-           "steady_latency_s", "steady_energy_j", "final_plan", "frames", "duration_s"]
+METRICS = ["latency_s", "energy_j", "ux_score_drop_pct", "jank_pct", "batches", "explore_batches",
+           "steady_latency_s", "steady_energy_j", "final_plan", "frames", "duration_s",
+           *(f"declined_{why}" for why in DECLINE_REASONS)]
+# Columns measured only when there is something to measure: the owner's apps' frames and jank
+# (none on an idle phone), the Work-like score drop (not with ``ux=False``).
+OWNER_METRICS = ("jank_pct", "frames")
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,11 @@ class CompareConfig:
     sets: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (dotted path, values)
     ux: bool = True
     request_batches: int = REQUEST_BATCHES
+
+    def metrics(self) -> list[str]:
+        """The metric columns this comparison measures (see `OWNER_METRICS`)."""
+        owner = self.trace is not None or self.synthetic
+        return [m for m in METRICS if (owner or m not in OWNER_METRICS) and (self.ux or m != "ux_score_drop_pct")]
 
     def runs(self) -> list[RunConfig]:
         """One run configuration per device x model x policy x combination of swept values."""
@@ -79,11 +91,11 @@ def _row(cfg: CompareConfig, rc: RunConfig, oracle: dict | None) -> dict:
     r = run_policy(rc, oracle=oracle)
     s = r.summary
     row = {"device": rc.device, "model": rc.model, "policy": rc.policy, **dict(rc.overrides),
-           **{k: s[k] for k in METRICS}}
+           **{k: s[k] for k in cfg.metrics() if k in s}}
     if cfg.ux:
         ux = replace(rc, trace=None, user=None, synthetic=False, start_s=None, duration_s=None,
                      bench_at_s=WARMUP_S, screen_on=True)
-        row["ux_score_change_pct"] = run_policy(ux, policy=r.policy).summary["ux_score_change_pct"]
+        row["ux_score_drop_pct"] = run_policy(ux, policy=r.policy).summary["ux_score_drop_pct"]
     return row
 
 
@@ -104,7 +116,7 @@ def compare_frame(cfg: CompareConfig, out: Path | str | None = None, jobs: int |
     for t, lat in zip(tasks, lats):
         oracles.setdefault(t[:4], {})[t[-1]] = lat
 
-    columns = ["device", "model", "policy", *[f for f, _ in cfg.sets], *METRICS]
+    columns = ["device", "model", "policy", *[f for f, _ in cfg.sets], *cfg.metrics()]
     done: dict[int, dict] = {}
 
     def keep(i: int, row: dict) -> None:

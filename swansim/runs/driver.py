@@ -18,7 +18,7 @@ from swansim.dnn.choices import Plan, enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
-from swansim.policies.base import Policy
+from swansim.policies.base import DECLINE_REASONS, Policy
 from swansim.policies.view import BatchStats, History, LayerStat, ModelInfo, PhoneState, PolicyView
 
 # FedScale's default local round (fedscale/cloud/config_parser.py: --local_steps 20): a
@@ -63,6 +63,8 @@ class PolicyDriver:
         self.plan_ids: dict[Plan, int] = {}     # every distinct plan run, numbered as first seen
         self.request, self.in_request = 0, 0
         self._gap_due = False
+        # admission checks refused, by reason (`policies.base.DECLINE_REASONS`)
+        self.declines = dict.fromkeys(DECLINE_REASONS, 0)
         self.changes = 0
         self._changed = self.env.event()
         self._start: tuple[PhoneState, int, Plan] | None = None
@@ -91,8 +93,11 @@ class PolicyDriver:
         if self._gap_due:
             self._gap_due = False
             return self.env.timeout(self.request_gap_s)
-        if self.policy.admit(self.state()):
+        state = self.state()
+        if self.policy.admit(state):
             return None
+        why = self.policy.why_declined(state)
+        self.declines[why if why in self.declines else "other"] += 1
         if self.in_request:    # a declined request is dropped; training resumes with a new one
             self.request, self.in_request = self.request + 1, 0
         return self.env.any_of([self.env.timeout(ADMIT_POLL_S), self._changed])

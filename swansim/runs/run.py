@@ -273,10 +273,11 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
         result.cpu_slices = pd.DataFrame(occupancy.rows, columns=["cpu", "thread", "group", "spinning", "start_s",
                                                                   "end_s"])
     result.summary = summarise(cfg, usage, result, end_s, dev.platform.total_energy_j,
-                               background.dev.platform.total_energy_j if background else None)
+                               background.dev.platform.total_energy_j if background else None, driver.declines)
     if phone.bench is not None and background is not None:
         ref = background.bench_times()
-        result.summary["ux_score_change_pct"] = 100.0 * (score(phone.bench_times(), ref) / 1000.0 - 1.0)
+        # a drop is positive, as `swansim ux` reports it
+        result.summary["ux_score_drop_pct"] = 100.0 * (1.0 - score(phone.bench_times(), ref) / 1000.0)
     return result
 
 
@@ -296,7 +297,10 @@ def steady_batches(b: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarise(cfg: RunConfig, usage: Usage, r: RunResult, end_s: float, total_j: float,
-              background_j: float | None) -> dict:
+              background_j: float | None, declines: dict[str, int]) -> dict:
+    """The run in one row. ``declined_<reason>``: the policy's refusals to train, counted per
+    admission check (a declined phone is asked again at each change of its state or every
+    `driver.ADMIT_POLL_S`), by `policies.base.DECLINE_REASONS`."""
     b = r.batches
     n = len(b)
     steady = steady_batches(b)
@@ -315,7 +319,8 @@ def summarise(cfg: RunConfig, usage: Usage, r: RunResult, end_s: float, total_j:
         "jank_pct": jank_pct(r.frames),
         "train_s": float(b["latency_s"].sum()),
         "duration_s": end_s,
-        "ux_score_change_pct": math.nan,
+        "ux_score_drop_pct": math.nan,
+        **{f"declined_{why}": n for why, n in declines.items()},
         "trace_start_s": usage.start_s, "user": usage.user,
         "sessions": len(usage.sessions),
     }
