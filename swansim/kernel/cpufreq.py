@@ -5,8 +5,9 @@ A `CpufreqPolicy` holds a domain's OPP table and its thermal cap (``scaling_max_
 a phone: the kernel's thermal framework (its cpufreq cooling device) and the vendor's user-space
 thermal engine (writing a frequency limit, `kernel.thermal_engine`). Each sets its own limit
 (`set_limit`); the cap is the lowest of them, as cpufreq's policy limits are resolved
-(cpufreq_set_policy: the minimum of every max-frequency request). Frequencies enter the simulation only through
-`Scheduler.set_freq`, so work, energy and temperature integrals stay exact.
+(cpufreq_set_policy: the minimum of every max-frequency request). Frequencies enter the
+simulation only through `Scheduler.set_freq`, so work, energy and temperature integrals stay
+exact.
 
 Governors (Documentation/admin-guide/pm/cpufreq.rst):
 

@@ -14,10 +14,11 @@ limits: the lower wins (`CpufreqPolicy.set_limit`).
 Pixel 3's engine samples its skin monitors every 1 and 2 s: 1.5 events a simulated second), which
 settles the integrals to now, reads those monitors' sensors (an RC node, or a virtual sensor: a
 weighted sum of nodes), moves their levels by the thresholds and clear values, and sets the
-engine's limit on every cluster from every monitor's level through the thermal zone (`ThermalZone.limit`), so one cap log and one set of listeners
-(probes, the batch model's fast-forward) see the caps of both parties. Above ``shutdown_c`` on its
-``shutdown_sensor`` it records the time a phone would power off (the simulation keeps running,
-as for the zone's critical trip).
+engine's limit on every cluster from every monitor's level through the thermal zone
+(`ThermalZone.limit`), so one cap log and one set of listeners (probes, the batch model's
+fast-forward) see the caps of both parties. Above ``shutdown_c`` on its ``shutdown_sensor`` it
+records the time a phone would power off (the simulation keeps running, as for the zone's
+critical trip).
 """
 from __future__ import annotations
 
@@ -83,7 +84,9 @@ class ThermalEngine:
         temps = {}
         for i in range(len(spec.rules)) if rules is None else rules:
             rule = spec.rules[i]
-            t = temps[rule.sensor] = temps.get(rule.sensor, self.read_c(rule.sensor))
+            t = temps.get(rule.sensor)
+            if t is None:
+                t = temps[rule.sensor] = self.read_c(rule.sensor)
             level = step_level(self.levels[i], t, rule.thresholds_c, rule.clear_c)
             if level != self.levels[i]:
                 self.level_log.append((now, i, rule.sensor, t, self.levels[i], level))
