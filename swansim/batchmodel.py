@@ -248,6 +248,8 @@ class FastForward:
     The device keeps running as usual (its thermal zone polls, its battery drains, other
     processes may run); during a batch its platform replays the batch's power and its
     scheduler the batch's busy shares. ``key``'s caps are ignored: the device's own decide.
+    Caps at every cluster's f_max are no caps: such a batch is looked up as ``caps_mhz=None``,
+    the key a prefill (`BatchModel.prefill`) simulates.
     """
 
     def __init__(self, dev: Device, model: BatchModel, key: BatchKey):
@@ -255,6 +257,7 @@ class FastForward:
         self.records: list[BatchRecord] = []
         self._caps_changed = False
         self._keys: dict[tuple, BatchKey] = {}
+        self._uncapped = tuple(p.fmax_mhz for p in dev.cpufreq)
         dev.thermal.on_cap_change.append(self._cap_changed)
 
     def _cap_changed(self, _change) -> None:
@@ -278,7 +281,7 @@ class FastForward:
             caps = self.caps()
             capped = self._keys.get((key, caps))
             if capped is None:
-                capped = self._keys[(key, caps)] = key.with_caps(caps)
+                capped = self._keys[(key, caps)] = key.with_caps(None if caps == self._uncapped else caps)
             cost = self.model.cost(capped)
             dev.platform.hold(cost.power_w, cost.at_temp_c)
             dev.sched.hold_busy(cost.busy)

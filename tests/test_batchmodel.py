@@ -8,7 +8,7 @@ including when the thermal governor changes caps in the middle of a batch.
 import numpy as np
 import pytest
 
-from swansim.batchmodel import BatchKey, BatchModel, check_fast_forward, simulate_batch
+from swansim.batchmodel import BatchKey, BatchModel, FastForward, check_fast_forward, simulate_batch
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import parse_choice, pytorch_default
 from swansim.dnn.runtime import load_runtime
@@ -119,3 +119,16 @@ def test_a_landscape_is_the_same_over_one_or_two_processes():
 
     kw = dict(device="pixel3", model="mobilenet_v2", batch=2, input_shape="3x32x32", batches=1, mixed=False)
     assert landscape_frame(jobs=1, **kw).equals(landscape_frame(jobs=2, **kw))
+
+
+def test_caps_at_fmax_are_no_caps_so_a_prefilled_batch_is_found():
+    """A cool phone's caps are every cluster's f_max: the batch is the uncapped one, simulated
+    alike, and fast-forward looks it up as such (the prefill's key), not as a new batch."""
+    key = BatchKey("pixel3", "resnet34", parse_choice("4", PIXEL3.soc), batches=1, warmup=0)
+    fmax = tuple(c.fmax_mhz for c in PIXEL3.soc.clusters)
+    assert simulate_batch(key, record_layers=False) == simulate_batch(key.with_caps(fmax), record_layers=False)
+    bm = BatchModel()
+    bm.prefill([key], jobs=1, progress=False)
+    ff = FastForward(Device(DeviceConfig("pixel3"), catalogue=CAT), bm, key)
+    ff.run_batch()
+    assert (bm.hits, bm.misses) == (1, 1)   # the prefill's one miss, then a hit
