@@ -48,8 +48,11 @@ def seed(value, where: str = "--seed") -> int:
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """The nearest known name as " (did you mean 'x'?)", or "" if none is near."""
-    near = difflib.get_close_matches(str(name), list(known), n=1)
+    """The nearest known name as " (did you mean 'x'?)", or "" if none is near. Names match
+    exactly everywhere; one that differs only in case is named as the nearest."""
+    known = list(known)
+    same = [k for k in known if k.lower() == str(name).lower()]
+    near = same or difflib.get_close_matches(str(name), known, n=1)
     return f" (did you mean {near[0]!r}?)" if near else ""
 
 

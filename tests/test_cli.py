@@ -482,3 +482,53 @@ def test_demo_command_writes_what_its_manifest_lists_and_reruns_byte_identical(s
         if not f.endswith("manifest.json"):   # a manifest says when it was written
             assert (a / f).read_bytes() == (b / f).read_bytes(), f
     assert " 1000 " in stdout and "e+03" not in stdout
+
+
+@pytest.mark.parametrize("argv, where", [
+    (["run", "--seed", "12345678901234567890123"], "--seed"),                   # the seed rule of every command
+    (["compare", "--seed", "12345678901234567890123"], "--seed"),
+    (["compare", "--policies", "swan,bogus"], "--policies"),                  # named as the user spelled it
+    (["compare", "--devices", "pixel3,PIXEL3"], "--devices"),
+    (["run", "--device", "PIXEL3"], "--device"),
+    (["compare", "--set", "ambient_c=25,25"], "--set"),                       # a value swept twice
+    (["run", "--set", "ambient_c=25", "--set", "ambient_c=30"], "--set"),     # a field set twice
+    (["run", "--perfetto", ""], "--perfetto"),                               # no silent 'no trace'
+])
+def test_one_rule_per_input_before_any_work(argv, where, tmp_path):
+    with tripwire():
+        rc, _, err = run_main(argv + ["--out", str(tmp_path / "o")])
+    assert_one_line_error(rc, err, where)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_differently_cased_name_is_suggested():
+    with tripwire():
+        rc, _, err = run_main(["run", "--device", "PIXEL3"])
+    assert rc == 2 and "did you mean 'pixel3'" in err
+
+
+def test_the_trace_may_not_be_a_file_the_run_writes(tmp_path):
+    out = tmp_path / "d"
+    for name in ("batches.csv", "manifest.json"):
+        with tripwire():
+            rc, _, err = run_main(["run", "--out", str(out), "--perfetto", str(out / name)])
+        assert_one_line_error(rc, err, "--perfetto")
+    assert not out.exists()   # refused before anything was created
+    with tripwire():   # a refused trace path creates no output directory
+        rc, _, err = run_main(["run", "--out", str(out), "--perfetto", str(tmp_path / "t") + "/"])
+    assert_one_line_error(rc, err, "--perfetto")
+    assert not out.exists()
+
+
+def test_the_api_takes_numpy_seeds_and_names_as_a_string():
+    import numpy as np
+
+    import swansim
+    from swansim.errors import InputError
+
+    with tripwire(), pytest.raises(WorkStarted):   # accepted: the work begins
+        swansim.run("pixel3", "resnet34", "pytorch-default", duration_s=1, seed=np.int64(3), progress=False)
+    with pytest.raises(InputError, match="--trace"):
+        swansim.run("pixel3", "resnet34", "swan", duration_s=1, trace=123, progress=False)
+    with tripwire(), pytest.raises(WorkStarted):   # "pixel3" is one device, not six
+        swansim.compare(devices="pixel3", models="resnet34", policies="pytorch-default", duration_s=1, ux=False)

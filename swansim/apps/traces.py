@@ -328,7 +328,7 @@ def load_states(path: str | Path) -> dict[str, tuple[DeviceState, ...]]:
         flags[name] = raw == "1"
     battery = t.number("battery_pct", p)
     p.check((battery < 0) | (battery > 100), t.lines, "battery_pct",
-            lambda i: f"out of range 0-100: {battery[i]:g}")
+            lambda i: f"out of range 0-100: {float(battery[i])!r}")
     network = t.text("network")
     p.check(~np.isin(network, NETWORKS), t.lines, "network",
             lambda i: f"unknown network {network[i]!r} (expected one of {', '.join(NETWORKS)})")

@@ -39,7 +39,9 @@ def run(args) -> int:
 
     from swansim.errors import InputError
     from swansim.runs.overrides import parse_set
-    from swansim.runs.run import RunConfig, run_policy
+    from pathlib import Path
+
+    from swansim.runs.run import RunConfig, RunResult, run_policy
 
     overrides = []
     for text in args.set:
@@ -56,11 +58,17 @@ def run(args) -> int:
     from swansim.hw.profile import Catalogue
 
     cfg.check(Catalogue.load())
-    checks.out_dir(args.out)                      # both outputs can be written, before the run
-    if args.perfetto:
+    # both outputs can be written, before the run (the trace first: a refused trace creates no --out)
+    if args.perfetto is not None:
+        if not args.perfetto:
+            raise InputError("--perfetto", "''", "empty path (leave the option out for no trace)")
+        trace = Path(args.perfetto).resolve()
+        if args.out and trace.parent == Path(args.out).resolve() and trace.name in RunResult.file_names():
+            raise InputError("--perfetto", args.perfetto, f"is a file the run writes in --out ({trace.name})")
         checks.out_file(args.perfetto, "--perfetto")
+    checks.out_dir(args.out)
     result = run_policy(cfg, trace_detail=args.perfetto is not None, progress=not args.quiet)
-    if args.perfetto:
+    if args.perfetto is not None:
         from swansim.runs.perfetto import write_perfetto
         write_perfetto(result, args.perfetto)
     out = result.write(args.out, perfetto=args.perfetto)

@@ -29,6 +29,8 @@ from swansim.hw.profile import Catalogue
 from swansim.policies.base import DECLINE_REASONS
 from swansim.pool import check_jobs, run_all
 from swansim.runs.driver import REQUEST_BATCHES
+from swansim.policies.base import policy_class
+from swansim.runs.overrides import parse_set
 from swansim.runs.run import RunConfig, measure_choice, oracle_tasks, run_policy
 from swansim.runs.usage import usage_of
 from swansim.runs.scenarios import WARMUP_S
@@ -76,6 +78,13 @@ class CompareConfig:
                 raise InputError(name, name.lstrip("-"), "nothing named")
             if len(set(values)) != len(values):
                 raise InputError(name, name.lstrip("-"), "a name is given twice")
+        for d in self.devices:
+            cat.device(d, "--devices")
+        for p in self.policies:
+            policy_class(p, "--policies")
+        checks.seed(self.seed)
+        for f, values in self.sets:
+            parse_set(f"{f}={','.join(values)}")   # a value swept twice is refused
         fields = [f for f, _ in self.sets]
         if len(set(fields)) != len(fields):
             raise InputError("--set", "set", "a field is swept twice")
@@ -139,6 +148,10 @@ def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorc
             **kwargs) -> pd.DataFrame:
     """The public API: ``sets`` maps a dotted profile path to the values to sweep; ``progress=False``
     silences the bar on stderr."""
+    def listed(v):   # one rule for list arguments: a string is a comma-separated list
+        return tuple(n.strip() for n in v.split(",") if n.strip()) if isinstance(v, str) else tuple(v)
+
+    devices, models, policies = listed(devices), listed(models), listed(policies)
     sets = tuple((k, tuple(str(v) for v in vs)) for k, vs in (sets or {}).items())
     cfg = CompareConfig(devices=tuple(devices), models=tuple(models), policies=tuple(policies), trace=trace,
                         synthetic=synthetic, duration_s=duration_s, sets=sets, **kwargs)

@@ -104,6 +104,11 @@ def override(spec: Any, path: str, text: str) -> Any:
 
 
 def apply_overrides(spec: Any, overrides: tuple[tuple[str, str], ...]) -> Any:
+    """``spec`` with every override applied; a field given twice is refused (not the last wins)."""
+    paths = [p for p, _ in overrides]
+    twice = sorted({p for p in paths if paths.count(p) > 1})
+    if twice:
+        raise InputError("--set", twice[0], "set twice; give each field once")
     for path, text in overrides:
         spec = override(spec, path, text)
     return spec
@@ -116,4 +121,7 @@ def parse_set(text: str) -> tuple[str, tuple[str, ...]]:
     vals = tuple(v.strip() for v in values.split(",") if v.strip())
     if not sep or not field or not vals:
         raise InputError("--set", "set", f"expected FIELD=V1,V2,..., got {text!r}")
+    twice = sorted({v for v in vals if vals.count(v) > 1})
+    if twice:
+        raise InputError("--set", field, f"value {twice[0]!r} given twice (each would run the same configuration)")
     return field, vals

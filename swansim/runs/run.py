@@ -21,11 +21,14 @@ counts whatever the owner's apps drew meanwhile, so with an owner it exceeds ``e
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
+
+from swansim import checks
 
 from swansim.apps.appmodels import TracePlayer, load_app_table
 from swansim.apps.workbench import WorkBench, score, script, task_times
@@ -68,7 +71,7 @@ class RunConfig:
 
     def check(self, cat: Catalogue) -> DeviceSpec:
         """Every field, before any simulation; returns the phone's (overridden) spec."""
-        spec = cat.device(self.device)
+        spec = cat.device(self.device, "--device")
         if self.model not in MODELS:
             raise InputError("--model", "model", f"unknown model {self.model!r} (Swan's tasks: {', '.join(SWAN_TASKS)}; "
                                                  f"the zoo: {', '.join(m for m in MODELS if m not in SWAN_TASKS)})")
@@ -87,8 +90,9 @@ class RunConfig:
             raise InputError("--request-batches", "request_batches", f"must be an integer in 1..100000, got {self.request_batches!r}")
         if not (isinstance(self.request_gap_s, (int, float)) and 0.0 <= self.request_gap_s <= 86400.0):
             raise InputError("--request-gap", "request_gap_s", f"must be in 0..86400 s, got {self.request_gap_s!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError("--seed", "seed", f"must be a non-negative integer, got {self.seed!r}")
+        checks.seed(self.seed)
+        if self.trace is not None and not isinstance(self.trace, (str, os.PathLike)):
+            raise InputError("--trace", checks.shown(self.trace), "expected a trace directory's path")
         if self.trace is not None and self.synthetic:
             raise InputError("--trace", "trace", "give a trace directory or --synthetic, not both")
         if self.user is not None and self.trace is None:
@@ -129,6 +133,11 @@ class RunResult:
     spec: DeviceSpec | None = field(default=None, repr=False)
 
     TABLES = ("batches", "layers", "decisions", "frames", "power", "thermal", "frequency")
+
+    @classmethod
+    def file_names(cls) -> tuple[str, ...]:
+        """Every file `write` puts in its directory."""
+        return (*(f"{t}.csv" for t in cls.TABLES), "summary.csv", "manifest.json")
 
     def write(self, out: Path | str, **manifest_extra) -> Path:
         """Every table as CSV, the summary, and a manifest under ``out``."""
