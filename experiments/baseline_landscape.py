@@ -7,7 +7,12 @@ batch over the best pinned choice's: the fastest choice for latency, the least-e
 energy. Above 1: the default is that many times slower (or costlier). Writes ``baseline.csv``
 and ``baseline.png`` under ``--out``.
 
+``--blas`` runs the pytorch runtime with its BLAS pool (OpenBLAS's pthreads server, `[blas]` in
+dnn/runtimes/pytorch.toml, off by default until the runtime is refitted with it); ``--blas-spin-s``
+and ``--blas-pool`` vary its assumptions, ``--group`` the training process's Android group.
+
     .venv/bin/python experiments/baseline_landscape.py [--jobs 2] [--out results/baseline]
+        [--blas [--blas-spin-s 0.109] [--blas-pool choice|process]] [--group top_app|foreground]
 """
 from __future__ import annotations
 
@@ -16,15 +21,40 @@ from pathlib import Path
 
 import pandas as pd
 
+from swansim.batchmodel import BatchKey, simulate_batch
+from swansim.dnn.choices import enumerate_choices, pytorch_default
+from swansim.dnn.runtime import load_runtime, with_blas
+from swansim.hw.profile import Catalogue
+from swansim.pool import run_all
 from swansim.runs.landscape import landscape_frame
 
 DEVICES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 MODELS = ("resnet34", "shufflenet_v2_x2_0", "mobilenet_v2")
 
 
-def gaps(device: str, model: str, jobs: int | None) -> dict:
+def _cost(key: BatchKey, blas: dict | None) -> tuple[float, float]:
+    """(latency, energy) of one landscape row, the runtime's BLAS pool changed by ``blas``."""
+    rt = with_blas(load_runtime(key.runtime), **blas) if blas else None
+    c = simulate_batch(key, runtime=rt, record_layers=False)
+    return c.latency_s, c.net_energy_j
+
+
+def landscape(device: str, model: str, jobs: int | None, blas: dict | None, group: str) -> pd.DataFrame:
+    """The pinned choices and the default, as `landscape_frame` rows (the BLAS variant needs
+    its runtime passed on, which a named landscape does not)."""
+    if not blas and group == "top_app":
+        return landscape_frame(device, model, mixed=False, jobs=jobs)
+    soc = Catalogue.load().device(device).soc
+    choices = enumerate_choices(soc, mixed=False) + [pytorch_default(soc)]
+    keys = [BatchKey(device, model, c, group=group) for c in choices]
+    costs = run_all(_cost, [(k, blas) for k in keys], jobs, desc=f"{device} {model}", progress=False)
+    return pd.DataFrame({"choice": [c.label for c in choices], "kind": [c.kind for c in choices],
+                         "latency_s": [c[0] for c in costs], "energy_j": [c[1] for c in costs]})
+
+
+def gaps(device: str, model: str, jobs: int | None, blas: dict | None = None, group: str = "top_app") -> dict:
     """The default's latency and energy over the best pinned choice's, for one landscape."""
-    df = landscape_frame(device, model, mixed=False, jobs=jobs)
+    df = landscape(device, model, jobs, blas, group)
     default = df[df["kind"] == "default"].iloc[0]
     pinned = df[df["kind"] != "default"]
     fast = pinned.loc[pinned["latency_s"].idxmin()]
@@ -36,20 +66,19 @@ def gaps(device: str, model: str, jobs: int | None) -> dict:
             "least_energy_j": thrifty["energy_j"], "energy_gap": default["energy_j"] / thrifty["energy_j"]}
 
 
-def plot(table: pd.DataFrame, path: Path) -> None:
+def plot(table: pd.DataFrame, path: Path, devices, models) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=False)
-    devices = list(dict.fromkeys(table["device"]))
-    width = 0.8 / len(MODELS)
+    width = 0.8 / len(models)
     for ax, col, label in zip(axes, ("latency_gap", "energy_gap"),
                               ("default latency / fastest pinned choice's (ratio)",
                                "default energy / least-energy pinned choice's (ratio)")):
-        for j, model in enumerate(MODELS):
+        for j, model in enumerate(models):
             sub = table[table["model"] == model].set_index("device").reindex(devices)
-            xs = [i + (j - (len(MODELS) - 1) / 2) * width for i in range(len(devices))]
+            xs = [i + (j - (len(models) - 1) / 2) * width for i in range(len(devices))]
             bars = ax.bar(xs, sub[col], width, label=model)
             for b, v in zip(bars, sub[col]):
                 ax.annotate(f"{v:.2f}", (b.get_x() + b.get_width() / 2, b.get_height()), ha="center",
@@ -70,15 +99,29 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--out", default="results/baseline")
+    ap.add_argument("--blas", action="store_true", help="the pytorch runtime's BLAS pool on")
+    ap.add_argument("--blas-spin-s", type=float, default=None, help="its workers' spin before they sleep")
+    ap.add_argument("--blas-pool", choices=("choice", "process"), default=None, help="a pinned choice's pool")
+    ap.add_argument("--group", default="top_app", help="the training process's Android group")
+    ap.add_argument("--devices", default=",".join(DEVICES))
+    ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    table = pd.DataFrame([gaps(d, m, args.jobs) for d in DEVICES for m in MODELS])
+    blas = None
+    if args.blas:
+        blas = {"enabled": True}
+        if args.blas_spin_s is not None:
+            blas["spin_s"] = args.blas_spin_s
+        if args.blas_pool is not None:
+            blas["pinned_pool"] = args.blas_pool
+    devices, models = args.devices.split(","), args.models.split(",")
+    table = pd.DataFrame([gaps(d, m, args.jobs, blas, args.group) for d in devices for m in models])
     table.to_csv(out / "baseline.csv", index=False)
-    plot(table, out / "baseline.png")
+    plot(table, out / "baseline.png", devices, models)
     for col in ("latency_gap", "energy_gap"):
         print(f"\n{col} (default / best pinned):")
-        print(table.pivot(index="device", columns="model", values=col).reindex(DEVICES)[list(MODELS)]
+        print(table.pivot(index="device", columns="model", values=col).reindex(devices)[models]
               .to_string(float_format=lambda x: f"{x:.2f}"))
     print(f"\nwrote {out}/baseline.csv and baseline.png")
 

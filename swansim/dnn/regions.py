@@ -33,7 +33,7 @@ through the fluid scheduler and DVFS, and ``time_region`` times a per-group loop
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Sequence
 
@@ -77,6 +77,7 @@ class Region:
     serial_cycles: tuple[float, ...]   # on the master before the fork, per repeat, per cluster
     team: tuple[Work, ...]             # one per thread; a single member = the master alone
     spans_clusters: bool               # the team mixes core families
+    gemm_mnk: float = 0.0              # M*N*K of one BLAS call of this region (0: not a GEMM)
 
     @cached_property
     def parallel(self) -> bool:
@@ -307,6 +308,17 @@ def _shared_vector_speeds(view: SocView, op: OpParams, cpus: Sequence[int], spee
     return out
 
 
+def gemm_mnk(layer: Layer) -> float:
+    """M*N*K of one BLAS call of a layer: per sample and group for a convolution (PyTorch 1.8's
+    slow_conv2d: one im2col + GEMM per sample, per group in the group loop), the whole batch for
+    a linear layer (one addmm); 0 for ops that call no GEMM."""
+    if layer.op == "linear":
+        return float(layer.macs)
+    if layer.op in ("conv", "pointwise", "depthwise"):
+        return layer.macs / layer.batch / max(1, layer.groups)
+    return 0.0
+
+
 def layer_regions(view: SocView, layer: Layer, index: int, phase: str, choice: Choice,
                   prod: tuple[str, float] | None = None) -> list[Region]:
     """The regions of one phase of one layer (empty when the phase has no work).
@@ -336,10 +348,12 @@ def layer_regions(view: SocView, layer: Layer, index: int, phase: str, choice: C
         pulls = _remote_lines(view, cpus, consumer, prod)
         restream = weight_restream(view, layer, phase, cpus)
         if consumer == "serial":
-            return [make_region(view, choice, index, phase, layer.op, op, split, rng, units, nbytes,
-                                master_pull_lines=pulls, restream=restream)]
-        return [make_region(view, choice, index, phase, layer.op, op, split, rng, units, nbytes,
-                            pull_lines=pulls, restream=restream)]
+            r = make_region(view, choice, index, phase, layer.op, op, split, rng, units, nbytes,
+                            master_pull_lines=pulls, restream=restream)
+        else:
+            r = make_region(view, choice, index, phase, layer.op, op, split, rng, units, nbytes,
+                            pull_lines=pulls, restream=restream)
+        return [replace(r, gemm_mnk=gemm_mnk(layer))]
     # PyTorch 1.x without MKLDNN: a loop over the groups, each a single-group slow_conv2d call.
     g = layer.groups
     slice_in = in_bytes(layer) / g            # one group's input: the master gathers it (narrow + contiguous)

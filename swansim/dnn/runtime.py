@@ -81,6 +81,22 @@ class OpParams:
 
 
 @dataclass(frozen=True)
+class BlasParams:
+    """The runtime's BLAS thread pool (OpenBLAS built with its own pthreads server, as Swan's
+    PyTorch was): GEMMs above ``mt_threshold_mnk`` (M*N*K) run split equally over the pool - the
+    calling thread and its workers - one call at a time, paced by the slowest member; a worker
+    then polls for ``spin_s`` before it sleeps. The pool holds one thread per CPU the process may
+    use when the library starts, at most ``max_threads``; for a pinned choice, ``pinned_pool``:
+    "choice" (the choice's cores) or "process" (every CPU of the process's cpuset)."""
+
+    enabled: bool
+    mt_threshold_mnk: float
+    spin_s: float
+    max_threads: int
+    pinned_pool: str
+
+
+@dataclass(frozen=True)
 class FitParam:
     """One fitted quantity: the fields it sets, its prior and its plausible bounds."""
 
@@ -118,6 +134,7 @@ class Runtime:
     ops: dict[str, OpParams]
     fit_params: tuple[FitParam, ...] = ()
     fit_info: dict | None = None
+    blas: BlasParams | None = None   # None: GEMMs run on the calling thread (no BLAS pool)
 
     def family_of(self, uarch: str) -> str:
         """The core family of a uarch name (by fragment, e.g. "cortex-a55" -> "inorder")."""
@@ -309,7 +326,27 @@ def load_runtime(name_or_path: str | Path) -> Runtime:
         families=families, default_family=default_family, family=fam_params, ops=ops,
     )
     params, info = _fit_spec(data.get("fit"), path, rt)
-    return replace(rt, fit_params=params, fit_info=info)
+    return replace(rt, fit_params=params, fit_info=info, blas=_blas(r) if "blas" in data else None)
+
+
+def with_blas(rt: Runtime, **changes) -> Runtime:
+    """``rt`` with its BLAS pool's fields changed (e.g. ``enabled=True``, ``spin_s=0``)."""
+    if rt.blas is None:
+        raise InputError(rt.path, "blas", "this runtime has no [blas] table")
+    return replace(rt, blas=replace(rt.blas, **changes))
+
+
+def _blas(r: "_Reader") -> BlasParams:
+    """The optional [blas] table (see `BlasParams`)."""
+    t = r.sub("blas")
+    enabled = t.get("enabled")
+    if not isinstance(enabled, bool):
+        raise t.err("enabled", f"expected true or false, got {enabled!r}")
+    max_threads = t.num("max_threads", 1, 256)
+    if max_threads != int(max_threads):
+        raise t.err("max_threads", f"expected a whole number, got {max_threads}")
+    return BlasParams(enabled, t.num("mt_threshold_mnk", 0, 1e12), t.num("spin_s", 0, 60), int(max_threads),
+                      t.str("pinned_pool", ("choice", "process")))
 
 
 def _fit_spec(fit: Any, path: Path, rt: Runtime) -> tuple[tuple[FitParam, ...], dict | None]:

@@ -10,7 +10,15 @@ are re-pinned or the pool grows (migrations are counted and the master pays a sw
 Waiting is libgomp's: a thread that waits - a worker at the barrier and in the pool between
 regions, the master at the join - spins for the runtime's spin budget (holding its core,
 burning power) and then sleeps; a sleeping thread starts again only after its core's wake-up
-latency (idle, not busy), and its waker pays the futex_wake. A per-group loop (one region
+latency (idle, not busy), and its waker pays the futex_wake.
+
+With the runtime's BLAS pool enabled (`dnn.runtime.BlasParams`: OpenBLAS's own pthreads server,
+as Swan's build had), a GEMM region whose call is large enough runs on that pool instead: the
+master (the BLAS caller) and the pool's workers each compute an equal share, the region ending
+with the last of them; the workers then spin for the pool's ``spin_s`` (0.109 s in OpenBLAS
+0.3.18) and sleep. The pool holds one thread per CPU the process may use at start (the choice's
+cores for a pinned choice, or the process's cpuset), so its spinning workers compete with the
+OpenMP team for the cores. A per-group loop (one region
 repeated) is run as one macro region whose busy and idle shares per thread come from the cost
 model's ``time_region`` at the current frequencies.
 
@@ -108,6 +116,11 @@ class TrainingJob:
         self._choice_key: dict[int, tuple] = {}
         self._applied: Choice | None = None   # the choice the pool was last set up for
         self._region_cache: dict[tuple, list[Region]] = {}
+        blas = runtime.blas
+        self._blas = blas if blas is not None and blas.enabled else None
+        self.blas_pool: list = []                     # the BLAS pool's workers (the master is its caller)
+        self._blas_workers: list[_Worker] = []
+        self._blas_affinity: tuple[int, ...] | None = None
         self.migrations = 0
         self._started = False
         self.batch_rows: list[tuple] = []
@@ -182,6 +195,9 @@ class TrainingJob:
         for th in self.pool:
             self.sched.stop(th)
             self._workers[self.pool.index(th)].state = "sleep"
+        for th, w in zip(self.blas_pool, self._blas_workers):
+            self.sched.stop(th)
+            w.state, w.token = "sleep", w.token + 1
 
     def _batch_steps(self, plan: Plan):
         layers = self.model.layers
@@ -295,6 +311,10 @@ class TrainingJob:
     # -- regions --------------------------------------------------------------------------
 
     def _region(self, r: Region, choice: Choice, layer: int, phase: str):
+        if self._blas is not None and r.repeat == 1 and r.gemm_mnk > self._blas.mt_threshold_mnk \
+                and self._blas_size(choice) > 1:
+            yield from self._blas_region(r, choice, layer, phase)
+            return
         sched = self.sched
         master = self.pool[0]
         self._stop_worker(0)
@@ -427,6 +447,101 @@ class TrainingJob:
             self.sched.stop(self.pool[0])
             join.asleep = True
 
+    # -- the BLAS pool ----------------------------------------------------------------------
+
+    def _blas_cpus(self, choice: Choice) -> tuple[int, ...]:
+        """The CPUs the BLAS pool's threads may use (and how many threads it holds)."""
+        allowed = self.cpuset if self.cpuset is not None else tuple(range(self.soc.n_cpus))
+        if choice.pinned and self._blas.pinned_pool == "choice":
+            return tuple(c for c in choice.cpus if c in allowed) or allowed
+        return allowed
+
+    def _blas_size(self, choice: Choice) -> int:
+        """Threads of the BLAS pool, its caller included."""
+        return min(len(self._blas_cpus(choice)), self._blas.max_threads)
+
+    def _blas_setup(self, choice: Choice) -> int:
+        """Start (or re-pin) the pool's workers for ``choice``; returns their number."""
+        cpus = self._blas_cpus(choice)
+        n = self._blas_size(choice) - 1
+        while len(self.blas_pool) < n:
+            self.blas_pool.append(self.sched.spawn(f"{self.name}.blas{len(self.blas_pool)}", cpus, self.nice,
+                                                   group=self.name, cgroup=self.cgroup, colocated=self.colocated))
+            self._blas_workers.append(_Worker())
+        if cpus != self._blas_affinity:
+            for th in self.blas_pool:
+                if th.affinity != cpus:
+                    self.sched.set_affinity(th, cpus)
+            self._blas_affinity = cpus
+        return n
+
+    def _blas_region(self, r: Region, choice: Choice, layer: int, phase: str):
+        """A GEMM on the BLAS pool: the master's dispatch, then equal shares of the region's work
+        on the master and the workers; sleeping workers start after their core's wake-up latency."""
+        sched, master = self.sched, self.pool[0]
+        self._stop_worker(0)
+        n = self._blas_setup(choice) + 1
+        w = r.team[0]
+        share = sum(m.units for m in r.team) / n
+        yield _Work(master, 1.0, r.fork_speed)
+        team = _Team(n)
+        fork = self.env.now
+        finishes = [0.0] * n
+
+        def arrive(i: int) -> None:
+            finishes[i] = self.env.now
+            if i == 0:
+                sched.spin(master)          # the caller waits for its workers (exec_blas_async_wait)
+            else:
+                self._blas_park(i - 1)
+            team.left -= 1
+            if team.left == 0:
+                team.resume()
+
+        def start(i: int) -> None:
+            th = master if i == 0 else self.blas_pool[i - 1]
+            sched.run(th, share, w.speed, w.bytes_per_unit, on_done=lambda: arrive(i))
+
+        start(0)
+        for j in range(n - 1):
+            bw = self._blas_workers[j]
+            bw.token += 1
+            th = self.blas_pool[j]
+            if bw.state == "spin":
+                sched.stop(th)
+                bw.state = "busy"
+                start(j + 1)
+            else:
+                bw.state = "busy"
+                k = self.platform.cluster_of_cpu[th.cpu if th.cpu is not None else th.affinity[0]]
+                self.env.call_in(self.runtime.family[self.view.family[k]].wake_latency_s,
+                                 lambda i=j + 1: start(i))
+        yield team
+        sched.stop(master)
+        if self.record_layers:
+            b = self.batch_index
+            threads = [master, *self.blas_pool[:n - 1]]
+            for i, th in enumerate(threads):
+                cpu = th.cpu if th.cpu is not None else th.affinity[0]
+                self.thread_rows.append((b, layer, phase, r.op, -i if i else 0, cpu, fork, finishes[i], share))
+
+    def _blas_park(self, j: int) -> None:
+        """BLAS worker ``j`` polls for work for the pool's ``spin_s``, then sleeps."""
+        w = self._blas_workers[j]
+        w.token += 1
+        w.state = "spin"
+        th = self.blas_pool[j]
+        if not th.runnable:
+            self.sched.spin(th)
+        tok = w.token
+
+        def sleep() -> None:
+            if w.token == tok and w.state == "spin":
+                self.sched.stop(th)
+                w.state = "sleep"
+
+        self.env.call_in(self._blas.spin_s, sleep)
+
     # -- results --------------------------------------------------------------------------
 
     def batch_frame(self):
@@ -440,7 +555,8 @@ class TrainingJob:
                                                       "choice", "start_s", "end_s"])
 
     def thread_frame(self):
-        """One row per thread per parallel region: when it forked and when it finished."""
+        """One row per thread per parallel region: when it forked and when it finished. ``thread``:
+        the OpenMP team's index (0: the master); a BLAS pool's workers are -1, -2, ..."""
         import pandas as pd
         df = pd.DataFrame(self.thread_rows, columns=["batch", "layer", "phase", "op", "thread",
                                                      "cpu", "fork_s", "finish_s", "units"])

@@ -1,0 +1,78 @@
+"""The runtime's BLAS pool (OpenBLAS's pthreads server beside PyTorch's OpenMP team): its size,
+its equal shares, its spinning workers; and nothing at all where no GEMM reaches it."""
+import pytest
+
+from swansim.batchmodel import BatchKey, simulate_batch
+from swansim.device import Device, DeviceConfig
+from swansim.dnn.choices import parse_choice, pytorch_default
+from swansim.dnn.regions import gemm_mnk
+from swansim.dnn.runtime import load_runtime, with_blas
+from swansim.dnn.tasks import build_task
+from swansim.dnn.training import TrainingJob
+from swansim.hw.profile import Catalogue
+
+CAT = Catalogue.load()
+PIXEL3 = CAT.device("pixel3")
+RT = load_runtime("pytorch")
+ON = with_blas(RT, enabled=True)
+
+
+def job_on(choice, runtime=ON, group="top_app", batches=1, model="resnet34"):
+    dev = Device(DeviceConfig("pixel3", governor="performance", thermal_governor="off", frozen_temps=True),
+                 spec=PIXEL3)
+    job = TrainingJob(dev.env, dev.sched, PIXEL3.soc, build_task(model), runtime, choice, n_batches=batches,
+                      cpuset=PIXEL3.cpuset(group), cgroup=group)
+    dev.env.run(until=job.process)
+    dev.sched.sync()
+    return dev, job
+
+
+def test_the_committed_runtime_keeps_the_pool_off_until_it_is_refitted():
+    assert RT.blas is not None and RT.blas.enabled is False
+    assert RT.blas.mt_threshold_mnk == 262144 and RT.blas.max_threads == 8
+
+
+def test_a_pool_that_no_gemm_reaches_changes_nothing():
+    key = BatchKey("pixel3", "resnet34", pytorch_default(PIXEL3.soc), batches=1, warmup=0)
+    never = with_blas(RT, enabled=True, mt_threshold_mnk=1e12)
+    assert simulate_batch(key, runtime=never, record_layers=False) == simulate_batch(key, record_layers=False)
+
+
+@pytest.mark.parametrize("choice, group, pool, size", [
+    ("default", "top_app", "choice", 8),       # every CPU of the cpuset, the caller included
+    ("default", "foreground", "choice", 6),    # the Pixel 3's foreground cpuset is 0-3,6-7
+    ("45", "top_app", "choice", 2),            # a pinned choice's cores
+    ("45", "top_app", "process", 8),           # a pool started before the pinning
+])
+def test_the_pool_holds_a_thread_per_cpu_the_process_may_use(choice, group, pool, size):
+    c = pytorch_default(PIXEL3.soc) if choice == "default" else parse_choice(choice, PIXEL3.soc)
+    _, job = job_on(c, with_blas(RT, enabled=True, pinned_pool=pool), group)
+    assert len(job.blas_pool) + 1 == size
+    allowed = set(PIXEL3.cpuset(group)) if (choice == "default" or pool == "process") else set(c.cpus)
+    assert all(set(th.affinity) == allowed for th in job.blas_pool)
+
+
+def test_a_large_gemm_is_split_equally_over_the_pool_and_a_small_one_stays_on_the_caller():
+    _, job = job_on(parse_choice("4567", PIXEL3.soc))
+    rows = job.thread_frame()
+    layers = build_task("resnet34").layers
+    for (layer, phase), g in rows.groupby(["layer", "phase"]):
+        big = gemm_mnk(layers[layer]) > ON.blas.mt_threshold_mnk
+        on_pool = (g["thread"] < 0).any()
+        if layers[layer].op in ("conv", "pointwise", "linear") and big and phase != "update":
+            assert on_pool and set(g["thread"]) == {0, -1, -2, -3}, (layer, phase)
+            assert g["units"].nunique() == 1      # equal shares
+        else:
+            assert not on_pool, (layer, phase)
+
+
+def test_spinning_workers_hold_their_cores_and_cost_energy():
+    """The same batch with workers that sleep at once and with ones that poll 0.109 s: the
+    polling ones keep cores busy between GEMMs (busy time and energy up)."""
+    c = parse_choice("0123", PIXEL3.soc)
+    runs = {}
+    for spin in (0.0, 0.109):
+        dev, job = job_on(c, with_blas(RT, enabled=True, spin_s=spin))
+        runs[spin] = (sum(dev.sched.busy_s[:4]), dev.platform.total_energy_j, dev.env.now)
+    (busy0, e0, t0), (busy1, e1, t1) = runs[0.0], runs[0.109]
+    assert busy1 / t1 > busy0 / t0 and e1 / t1 > e0 / t0
