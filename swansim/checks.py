@@ -47,6 +47,15 @@ def seed(value, where: str = "--seed") -> int:
     return integer(value, where, 0, MAX_SEED)
 
 
+def work(estimate: float, bound: float, unit: str, where: str, no_limit: bool = False) -> float:
+    """A command's estimated work, refused above ``bound`` unless ``no_limit`` (``--no-limit``):
+    a typo must not start a run of days, and the message says how much was asked."""
+    if estimate > bound and not no_limit:
+        raise InputError(where, f"{estimate:.4g} {unit}", f"more work than the bound of {bound:.4g} {unit}; "
+                                                           "--no-limit (no_limit=True) lifts it")
+    return estimate
+
+
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """The nearest known name as " (did you mean 'x'?)", or "" if none is near. Names match
     exactly everywhere; one that differs only in case is named as the nearest."""

@@ -532,3 +532,30 @@ def test_the_api_takes_numpy_seeds_and_names_as_a_string():
         swansim.run("pixel3", "resnet34", "swan", duration_s=1, trace=123, progress=False)
     with tripwire(), pytest.raises(WorkStarted):   # "pixel3" is one device, not six
         swansim.compare(devices="pixel3", models="resnet34", policies="pytorch-default", duration_s=1, ux=False)
+
+
+@pytest.mark.parametrize("argv, where", [
+    # two 300-value sweeps: 180,000 runs of 6 h, refused by its total, not validated one by one
+    (["compare", "--set", "ambient_c=" + ",".join(str(20 + i / 10) for i in range(300)),
+      "--set", "base_power_mw=" + ",".join(str(200 + i) for i in range(300)), "--duration", "21600"], "--duration"),
+    (["fleet", "--clients", "100000", "--per-round", "100000", "--rounds", "10000", "--local-steps", "1000"],
+     "fleet config"),
+])
+def test_the_total_work_is_bounded_before_any_work(argv, where, tmp_path):
+    with tripwire():
+        rc, _, err = run_main(argv + ["--out", str(tmp_path / "o")])
+    assert_one_line_error(rc, err, where)
+    assert "--no-limit" in err and "more work than the bound" in err
+
+
+def test_no_limit_lifts_the_bound():
+    from dataclasses import replace
+
+    from swansim.errors import InputError
+    from swansim.hw.profile import Catalogue
+    from swansim.runs.compare import CompareConfig
+
+    big = CompareConfig(policies=("pytorch-default",), duration_s=6 * 3600.0, sets=(("ambient_c", ("25", "26", "27")),))
+    with pytest.raises(InputError, match="no-limit"):
+        big.check(Catalogue.load())
+    assert len(replace(big, no_limit=True).check(Catalogue.load())) == 3

@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-ux", action="store_true", help="skip the Work-like benchmark runs (no ux_score_drop_pct column)")
     p.add_argument("--format", choices=("table", "csv"), default="table")
     p.add_argument("--out", default=None, help="write compare.csv (as rows finish) and a manifest here")
+    p.add_argument("--no-limit", action="store_true",
+                   help="lift the bound on the total simulated time (12 h: runs x duration)")
     add_jobs(p)
     p.set_defaults(func=run)
 
@@ -36,7 +38,7 @@ def run(args) -> int:
                         models=tuple(split_names(args.models)),
                         policies=tuple(split_names(args.policies)), trace=args.trace, user=args.user,
                         synthetic=args.synthetic, seed=args.seed, duration_s=args.duration,
-                        sets=tuple(parse_set(s) for s in args.set), ux=not args.no_ux)
+                        sets=tuple(parse_set(s) for s in args.set), ux=not args.no_ux, no_limit=args.no_limit)
     df = compare_frame(cfg, args.out, args.jobs, progress=not args.quiet)
     if args.format == "csv":
         df.to_csv(sys.stdout, index=False)

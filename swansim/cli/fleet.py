@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dask", default=None, metavar="ADDR", help="run on Dask distributed ('local' for a local cluster)")
     p.add_argument("--format", choices=("table", "csv"), default="table")
     p.add_argument("--out", required=True, help="output directory (resumable: run again to continue)")
+    p.add_argument("--no-limit", action="store_true",
+                   help="lift the bound on the total work (5 million client-batches)")
     add_jobs(p)
     p.set_defaults(func=run)
 
@@ -42,7 +44,8 @@ def run(args) -> int:
         cfg = replace(cfg, local_steps=args.local_steps)
     if args.target_accuracy is not None:
         cfg = replace(cfg, target_accuracy=args.target_accuracy)
-    result, bm = run_policy_fleet(cfg, args.out, args.jobs, args.dask, progress=not args.quiet)
+    result, bm = run_policy_fleet(cfg, args.out, args.jobs, args.dask, progress=not args.quiet,
+                                  no_limit=args.no_limit)
     if args.format == "csv":
         result.summary.to_csv(sys.stdout, index=False)
     else:

@@ -272,7 +272,7 @@ def memo_report(result, batch_model: BatchModel) -> str:
 
 
 def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str | None = None,
-                     progress: bool = True):
+                     progress: bool = True, no_limit: bool = False):
     """`swansim.fleet.run.run_fleet` with the policies on the batch model: the memo is loaded
     from ``out_dir/batch-memo.pkl`` (when the code and profiles that computed it are these),
     filled with `likely_keys` over a process pool, and saved back after the run."""
@@ -281,7 +281,7 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     from swansim.fleet.run import _check_run, build_population, run_fleet, validate
     from swansim.pool import check_jobs
 
-    validate(config)
+    validate(config, no_limit=no_limit)
     jobs = check_jobs(jobs)
     _check_run(jobs, dask_address, out_dir)
     costs = PolicyCosts(BatchModel(max_entries=1 << 16))
@@ -296,7 +296,8 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     devices = sorted(set(build_population(config).devices))
     bm.prefill(likely_keys(devices, config.model), jobs, progress)
     bm.save(memo_path)
-    result = run_fleet(config, costs, out, jobs=jobs, dask_address=dask_address, progress=progress)
+    result = run_fleet(config, costs, out, jobs=jobs, dask_address=dask_address, progress=progress,
+                       no_limit=no_limit)
     bm.save(memo_path)   # with what this process simulated on the way (workers keep theirs)
     add_to_manifest(out, [memo_path.name])
     return result, bm

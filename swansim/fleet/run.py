@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from swansim import checks
 from swansim.errors import InputError
 from swansim.fleet import fedavg
 from swansim.fleet.energy import CRITICAL_PCT
@@ -122,8 +123,15 @@ def _float(value: Any, name: str, lo: float, hi: float = math.inf, lo_open: bool
         raise InputError(WHERE, name, f"must be in {lb}{lo:g}, {hi:g}{hb}, got {value!r}")
 
 
-def validate(config: FleetConfig, catalogue: Catalogue | None = None) -> None:
-    """Check every field; the first problem raises ``InputError('fleet config', field, reason)``."""
+# The bound on a fleet's work: client-batches (policies x rounds x selected clients x local
+# steps); 2,400 clients at the paper's scale make ~0.1-1 M, each a memo hit of ~0.1 ms or a
+# simulation of ~0.2 s.
+MAX_CLIENT_BATCHES = 5_000_000
+
+
+def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: bool = False) -> None:
+    """Check every field; the first problem raises ``InputError('fleet config', field, reason)``.
+    ``no_limit`` lifts the bound on the total work (`MAX_CLIENT_BATCHES`)."""
     c = config
     if not isinstance(c, FleetConfig):
         raise InputError(WHERE, "config", f"expected a FleetConfig, got {type(c).__name__}")
@@ -156,6 +164,9 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None) -> None:
     _float(c.beta, "beta", 0.0)
     _int(c.test_samples, "test_samples", 1)
     _float(c.critical_battery_pct, "critical_battery_pct", 0.0, 100.0, hi_open=True)
+    work = len(c.policies) * c.rounds * math.ceil(c.per_round * c.overcommit) * c.local_steps
+    checks.work(work, MAX_CLIENT_BATCHES, "client-batches (policies x rounds x selected x local steps)",
+                WHERE, no_limit)
     if not isinstance(c.share_profiles, bool):
         raise InputError(WHERE, "share_profiles", f"expected True or False, got {c.share_profiles!r}")
     if not isinstance(c.trace, str) or not c.trace:
@@ -316,9 +327,9 @@ def build_population(config: FleetConfig) -> Population:
 
 
 def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs: int = 1,
-              dask_address: str | None = None, progress: bool = True) -> FleetResult:
+              dask_address: str | None = None, progress: bool = True, no_limit: bool = False) -> FleetResult:
     """Run every policy of ``config`` (see the module docstring); returns the tables it wrote."""
-    validate(config)
+    validate(config, no_limit=no_limit)
     out = _check_run(jobs, dask_address, out_dir)
     if not callable(cost):
         raise InputError(WHERE, "cost", f"expected a factory (model, policy) -> LocalCost, got {cost!r}")

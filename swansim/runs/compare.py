@@ -17,6 +17,7 @@ measured first. All runs go over `swansim.pool.run_all`; finished rows are writt
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -38,6 +39,10 @@ from swansim.runs.scenarios import WARMUP_S
 METRICS = ["latency_s", "energy_j", "ux_score_drop_pct", "jank_pct", "batches", "explore_batches",
            "steady_latency_s", "steady_energy_j", "final_plan", "frames", "duration_s",
            *(f"declined_{why}" for why in DECLINE_REASONS)]
+# The bound on a comparison's total simulated time (runs x duration; a 120 s run takes ~10-20 s
+# of wall time on one core): 12 simulated hours, an hour or two on two cores.
+MAX_SIMULATED_S = 12 * 3600.0
+
 # Columns measured only when there is something to measure: the owner's apps' frames and jank
 # (none on an idle phone), the Work-like score drop (not with ``ux=False``).
 OWNER_METRICS = ("jank_pct", "frames")
@@ -56,6 +61,7 @@ class CompareConfig:
     sets: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (dotted path, values)
     ux: bool = True
     request_batches: int = REQUEST_BATCHES
+    no_limit: bool = False   # lift the bound on the total simulated time (`MAX_SIMULATED_S`)
 
     def metrics(self) -> list[str]:
         """The metric columns this comparison measures (see `OWNER_METRICS`)."""
@@ -88,6 +94,10 @@ class CompareConfig:
         fields = [f for f, _ in self.sets]
         if len(set(fields)) != len(fields):
             raise InputError("--set", "set", "a field is swept twice")
+        n = len(self.devices) * len(self.models) * len(self.policies) * math.prod(len(v) for _, v in self.sets)
+        checks.number(self.duration_s, "--duration", 1e-3, 6 * 3600.0, "s")
+        checks.work(n * self.duration_s, MAX_SIMULATED_S, f"simulated s ({n} runs x {self.duration_s:g} s)",
+                    "--duration", self.no_limit)
         runs = self.runs()
         for rc in runs:
             rc.check(cat)          # devices, models, policies, durations, every swept value on every device
