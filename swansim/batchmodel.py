@@ -199,9 +199,10 @@ class BatchModel:
     def save(self, path) -> None:
         """Write the memo, stamped with what it was computed from (`code_fingerprint`)."""
         import pickle
-        from pathlib import Path
 
-        Path(path).write_bytes(pickle.dumps((code_fingerprint(), list(self._memo.items()))))
+        from swansim.results import write_bytes
+
+        write_bytes(path, pickle.dumps((code_fingerprint(), list(self._memo.items()))))
 
     def load(self, path) -> int:
         """Add the costs saved at ``path`` if they were computed from this code and these

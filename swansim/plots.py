@@ -7,6 +7,8 @@ from typing import Sequence
 
 import pandas as pd
 
+from swansim.results import atomic
+
 
 def _plt():
     import matplotlib
@@ -19,8 +21,10 @@ def _save(fig, path: Path, dpi: int = 110) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # no timestamp in the file: the same data give the same bytes
-    fig.savefig(path, dpi=dpi, metadata={"Software": None} if path.suffix == ".png" else None)
+    # no timestamp in the file: the same data give the same bytes; written whole or not at all
+    with atomic(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png",
+                    metadata={"Software": None} if path.suffix == ".png" else None)
     _plt().close(fig)
     return path
 

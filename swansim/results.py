@@ -1,21 +1,29 @@
-"""Run manifests: what a run was, so that its results can be traced and reproduced.
+"""Run manifests and how result files are written.
 
 Results files hold only simulated figures (the same seed gives the same bytes); everything
 that differs between reruns - when, on which machine, how long - goes to the manifest.
+
+Every result file is written whole or not at all (`atomic`): to a temporary name in its
+directory, renamed over the final name once complete. An interruption or a full disk leaves
+the previous file (or none), never a truncated one, and an I/O failure is one line naming the
+file (`InputError`), not a traceback.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import platform as _py_platform
 import subprocess
 import time
 from dataclasses import asdict, is_dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from swansim import __version__
+from swansim.errors import InputError
 
 _REPO = Path(__file__).resolve().parents[1]
 
@@ -34,6 +42,44 @@ def git_commit() -> str | None:
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+@contextlib.contextmanager
+def atomic(path: Path | str) -> Iterator[Path]:
+    """Write ``path`` whole or not at all: yields a temporary path beside it to write to, which
+    replaces ``path`` when the block completes; on any failure it is removed. An OSError (a full
+    disk, a directory in the way) becomes one InputError naming the file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except OSError as e:
+        raise InputError(str(path), "write", f"cannot write ({e.strerror or e}); files written before it are kept") \
+            from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_text(path: Path | str, text: str) -> Path:
+    with atomic(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
+
+
+def write_bytes(path: Path | str, data: bytes) -> Path:
+    with atomic(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def write_csv(df, path: Path | str, **kwargs) -> Path:
+    """A frame as CSV (``index=False`` unless given), atomically."""
+    kwargs.setdefault("index", False)
+    with atomic(path) as tmp:
+        df.to_csv(tmp, **kwargs)
+    return Path(path)
 
 
 def sha256_of(path: Path) -> str:
@@ -74,9 +120,7 @@ def write_manifest(out_dir: Path, config, seed: int, files: Iterable[str] = (), 
     doc = {"swansim_version": __version__, "git_commit": git_commit(), "config": cfg, "seed": seed,
            "files": file_entries(out_dir, files), "profiles_sha256": profile_checksums(), **extra,
            "python": _py_platform.python_version(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    path = out_dir / name
-    path.write_text(json.dumps(doc, indent=2, default=str))
-    return path
+    return write_text(out_dir / name, json.dumps(doc, indent=2, default=str))
 
 
 def add_to_manifest(out_dir: Path, files: Iterable[str], name: str = "manifest.json") -> Path:
@@ -84,5 +128,4 @@ def add_to_manifest(out_dir: Path, files: Iterable[str], name: str = "manifest.j
     path = Path(out_dir) / name
     doc = json.loads(path.read_text())
     doc["files"] = dict(sorted({**doc["files"], **file_entries(out_dir, files)}.items()))
-    path.write_text(json.dumps(doc, indent=2, default=str))
-    return path
+    return write_text(path, json.dumps(doc, indent=2, default=str))

@@ -559,3 +559,44 @@ def test_no_limit_lifts_the_bound():
     with pytest.raises(InputError, match="no-limit"):
         big.check(Catalogue.load())
     assert len(replace(big, no_limit=True).check(Catalogue.load())) == 3
+
+
+def test_a_file_is_written_whole_or_not_at_all(tmp_path):
+    """A write that fails half-way (a full disk) leaves the previous file, no partial one, and
+    one line naming the file."""
+    from swansim.errors import InputError
+    from swansim.results import atomic, write_csv
+
+    target = tmp_path / "t.csv"
+    write_csv(pd.DataFrame({"a": [1, 2]}), target)
+    before = target.read_bytes()
+    with pytest.raises(InputError, match="t.csv.*No space left"):
+        with atomic(target) as tmp:
+            tmp.write_text("a\n1\n")              # half written, then the disk is full
+            raise OSError(28, "No space left on device")
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_complete_files(tmp_path, monkeypatch):
+    """`traces synth` whose second table hits a full disk: exit 2, one line, the first table
+    complete, nothing half written."""
+    import swansim.apps.traces as T
+
+    real = T.write_states
+    monkeypatch.setattr(T, "write_states", lambda states, path: _full_write(real, states, path))
+    out = tmp_path / "t"
+    rc, _, err = run_main(["traces", "synth", "--users", "2", "--days", "1", "--out", str(out), "--quiet"])
+    assert_one_line_error(rc, err)
+    assert "No space left" in err
+    assert (out / "sessions.csv").read_text().startswith("user_id,")
+    assert not (out / "states.csv").exists() and not list(out.glob(".*partial"))
+
+
+def _full_write(real, states, path):
+    """``real`` writes the table, then the disk is full before it is renamed into place."""
+    from swansim.results import atomic
+
+    with atomic(path) as tmp:
+        real(states, tmp)
+        raise OSError(28, "No space left on device")

@@ -413,7 +413,9 @@ def _last_time_s(sessions: Mapping[str, tuple[Session, ...]], states: Mapping[st
 
 
 def _write_csv(path: str | Path, header: tuple[str, ...], rows: Iterable[tuple]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    from swansim.results import atomic
+
+    with atomic(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(header)
         w.writerows(rows)
@@ -442,10 +444,10 @@ def write_trace(trace: Trace, directory: str | Path, manifest: Mapping[str, Any]
     d.mkdir(parents=True, exist_ok=True)
     write_sessions(trace.sessions, d / SESSIONS_FILE)
     write_states(trace.states, d / STATES_FILE)
-    from swansim.results import sha256_of
+    from swansim.results import sha256_of, write_text
 
     meta = {"format_version": FORMAT_VERSION, "duration_s": trace.duration_s, "files": [SESSIONS_FILE, STATES_FILE],
             "sha256": {f: sha256_of(d / f) for f in (SESSIONS_FILE, STATES_FILE)},
             "users": len(trace.users), **(manifest or {})}
-    (d / MANIFEST_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    write_text(d / MANIFEST_FILE, json.dumps(meta, indent=2) + "\n")
     return d

@@ -45,7 +45,7 @@ from swansim.fleet.population import SHIFTS, Population, base_trace, base_users_
 from swansim.fleet.rounds import (ROUND_COLUMNS, CostFactory, FleetState, PolicyRun, RoundSettings,
                                   SerialExecutor, WorkContext, summarize)
 from swansim.hw.profile import Catalogue
-from swansim.results import write_manifest
+from swansim.results import write_csv, write_manifest
 
 WHERE = "fleet config"
 CHECKPOINT_FORMAT = 2
@@ -362,8 +362,8 @@ def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs:
             executor.close()
     rounds = pd.DataFrame(rows, columns=list(ROUND_COLUMNS))
     summary = summarize(rounds, config.target_accuracy, config.baseline_policy)
-    rounds.to_csv(out / "rounds.csv", index=False, lineterminator="\n")
-    summary.to_csv(out / "summary.csv", index=False, lineterminator="\n")
+    write_csv(rounds, out / "rounds.csv", lineterminator="\n")
+    write_csv(summary, out / "summary.csv", lineterminator="\n")
     checkpoints = [str(_checkpoint_path(out, p).relative_to(out)) for p in config.policies]
     write_manifest(out, config, config.seed, files=("rounds.csv", "summary.csv", *checkpoints), population={
         "clients": len(population), "base_users": len(population.traces),

@@ -29,6 +29,7 @@ from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
 from swansim.policies.base import DECLINE_REASONS
 from swansim.pool import check_jobs, run_all
+from swansim.results import write_csv
 from swansim.runs.driver import REQUEST_BATCHES
 from swansim.policies.base import policy_class
 from swansim.runs.overrides import parse_set
@@ -141,7 +142,7 @@ def compare_frame(cfg: CompareConfig, out: Path | str | None = None, jobs: int |
     def keep(i: int, row: dict) -> None:
         done[i] = row
         if out is not None:
-            pd.DataFrame([done[k] for k in sorted(done)], columns=columns).to_csv(out / "compare.csv", index=False)
+            write_csv(pd.DataFrame([done[k] for k in sorted(done)], columns=columns), out / "compare.csv")
 
     args = [(cfg, rc, oracles.get((rc.device, rc.model, rc.runtime, rc.overrides))) for rc in runs]
     rows = run_all(_row, args, jobs, desc="compare", on_result=keep, progress=progress,

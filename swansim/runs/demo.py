@@ -27,7 +27,7 @@ from swansim.dnn.calibrate import FIG2_CSV
 from swansim.dnn.tasks import FIG2_TASKS
 from swansim.fleet.run import FleetConfig
 from swansim.hw.profile import Catalogue
-from swansim.results import write_manifest
+from swansim.results import write_csv, write_manifest
 from swansim.runs.landscape import landscape_frame
 from swansim.pool import check_jobs, run_all
 from swansim.runs.scenarios import TrainingBackground, work_score
@@ -80,7 +80,7 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
     landscapes = {}
     for model in FIG2_TASKS:
         df = landscape_frame(cfg.device, model, jobs=jobs, progress=progress)
-        df.to_csv(out / f"landscape-{model}.csv", index=False)
+        write_csv(df, out / f"landscape-{model}.csv")
         files.append(f"landscape-{model}.csv")
         landscapes[model] = df
     P.landscape_bars(landscapes, out / "landscapes.png", P.read_paper_fig2(FIG2_CSV),
@@ -91,25 +91,25 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
     thermal_rows = []
     for load, (df, summary) in zip(LOADS, run_all(_thermal, [(cfg, load) for load in LOADS], jobs,
                                                    desc="thermal runs", progress=progress)):
-        df.to_csv(out / f"thermal-{load}.csv", index=False)
+        write_csv(df, out / f"thermal-{load}.csv")
         P.thermal_run(df, out / f"thermal-{load}.png", f"{cfg.device}: sustained dense FP32 on the {load} cores",
                       sensor_for(spec, load))
         files += [f"thermal-{load}.csv", f"thermal-{load}.png"]
         thermal_rows.append(summary)
     thermal = pd.DataFrame(thermal_rows)
-    thermal.to_csv(out / "thermal-summary.csv", index=False)
+    write_csv(thermal, out / "thermal-summary.csv")
     files.append("thermal-summary.csv")
 
     scores = run_all(_ux, [(cfg, bg) for _, bg in UX_BACKGROUNDS], jobs, desc="Work-like runs", progress=progress)
     ux = pd.DataFrame({"background": [label for label, _ in UX_BACKGROUNDS], "score": scores})
     ux["drop_pct"] = 100.0 * (1.0 - ux["score"] / ux["score"].iloc[0])
-    ux.to_csv(out / "ux.csv", index=False)
+    write_csv(ux, out / "ux.csv")
     files.append("ux.csv")
     tables = {**{f"landscape-{m}": df for m, df in landscapes.items()}, "thermal": thermal, "ux": ux}
 
     if cfg.policy_s > 0:
         tables["policies"] = policies = _policies(cfg, jobs, progress)
-        policies.to_csv(out / "policies.csv", index=False)
+        write_csv(policies, out / "policies.csv")
         files.append("policies.csv")
     if cfg.fleet_rounds > 0:
         fleet = _fleet(cfg, out / "fleet", jobs, progress)   # its rounds, summary, manifest and checkpoints

@@ -35,7 +35,7 @@ from swansim.dnn.tasks import build_task
 from swansim.errors import InputError
 from swansim.hw.profile import ANDROID_GROUPS, TOP_APP, Catalogue
 from swansim.kernel.cpufreq import GOVERNORS
-from swansim.results import write_manifest
+from swansim.results import write_csv, write_manifest
 from swansim.pool import check_jobs, run_all
 
 COLUMNS = ["choice", "kind", "cores", "threads", "clusters", "latency_s", "energy_j", "power_w", "speedup",
@@ -166,7 +166,7 @@ def run_landscape(cfg: LandscapeConfig, out: Path | str | None = None, jobs: int
     df["baseline"] = base["choice"]
     df = df[COLUMNS]
     if path is not None:
-        df.to_csv(path, index=False)
+        write_csv(df, path)
         write_manifest(path.parent, asdict(cfg), seed=DeviceConfig().seed, files=[path.name],
                        name=f"{path.stem}.manifest.json")
     return df

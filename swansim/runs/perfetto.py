@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from swansim.results import write_bytes
+
 _US = 1e6
 PID_TRAINING, PID_FRAMES, PID_COUNTERS, PID_CPU0 = 1, 2, 3, 100
 
@@ -126,9 +128,9 @@ def write_perfetto(result, path: Path | str) -> Path:
     text = json.dumps(doc, separators=(",", ":"), default=float).encode()
     if path.suffix == ".gz":
         # mtime 0: the same run gives the same bytes
-        path.write_bytes(gzip.compress(text, compresslevel=6, mtime=0))
+        write_bytes(path, gzip.compress(text, compresslevel=6, mtime=0))
     else:
-        path.write_bytes(text)
+        write_bytes(path, text)
     return path
 
 

@@ -141,15 +141,15 @@ class RunResult:
 
     def write(self, out: Path | str, **manifest_extra) -> Path:
         """Every table as CSV, the summary, and a manifest under ``out``."""
-        from swansim.results import write_manifest
+        from swansim.results import write_csv, write_manifest
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         files = []
         for name in self.TABLES:
-            getattr(self, name).to_csv(out / f"{name}.csv", index=False)
+            write_csv(getattr(self, name), out / f"{name}.csv")
             files.append(f"{name}.csv")
-        pd.DataFrame([self.summary]).to_csv(out / "summary.csv", index=False)
+        write_csv(pd.DataFrame([self.summary]), out / "summary.csv")
         write_manifest(out, asdict(self.config), seed=self.config.seed, files=files + ["summary.csv"],
                        trace_start_s=self.summary.get("trace_start_s"), user=self.summary.get("user"),
                        **manifest_extra)

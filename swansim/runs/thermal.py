@@ -24,7 +24,7 @@ from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import ENGINE, GOVERNORS, KERNEL
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS
 from swansim.pool import check_jobs, run_all
-from swansim.results import write_manifest
+from swansim.results import write_csv, write_manifest
 from swansim.runs.probes import Periodic
 from swansim.runs.workloads import SustainedGemm
 
@@ -188,14 +188,14 @@ def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: floa
         df, _ = result
         name, load = runs[i]
         path = out / f"timeline-{name}-{load}.csv"
-        df.to_csv(path, index=False)
+        write_csv(df, path)
         written.append(path.name)
 
     results = run_all(_one, [(n, load, duration_s, sample_s, config) for n, load in runs], jobs,
                       desc="thermal runs", on_result=keep, progress=progress,
                       labels=[f"{n} {load}" for n, load in runs])
     table = pd.DataFrame([s for _, s in results])
-    table.to_csv(out / "summary.csv", index=False)
+    write_csv(table, out / "summary.csv")
     written.append("summary.csv")
     if plots:
         from swansim import plots as P

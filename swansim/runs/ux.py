@@ -32,7 +32,7 @@ from swansim.device import DeviceConfig
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import Catalogue
 from swansim.kernel.sched import AUTO, PLACEMENTS
-from swansim.results import write_manifest
+from swansim.results import write_csv, write_manifest
 from swansim.pool import check_jobs, run_all
 from swansim.runs.scenarios import (PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, app_jank,
                                     reference_times, run_workbench)
@@ -129,7 +129,7 @@ def run_ux(cfg: UxConfig, out: Path | str, plots: bool = True, jobs: int | None 
             labels=[f"{d} {c} {p}" for d, c, _, p, _ in light])
     scores, jank_table = save()
     drops = drop_summary(scores)
-    drops.to_csv(out / "work_drops.csv", index=False)
+    write_csv(drops, out / "work_drops.csv")
     files = ["work_scores.csv", "work_tasks.csv", "work_drops.csv"] + (["light_jank.csv"] if len(jank_table) else [])
     if plots:
         from swansim import plots as P
@@ -169,14 +169,14 @@ def save_progress(out: Path, plan: list, bench: dict, light: list, janks: dict) 
             task_frames.append(_keyed(slowdown(tasks, base[1]), device=device, model=model,
                                       placement=placement, seed=seed))
     scores = pd.DataFrame(score_rows)
-    scores.to_csv(out / "work_scores.csv", index=False)
+    write_csv(scores, out / "work_scores.csv")
     if task_frames:
-        pd.concat(task_frames, ignore_index=True).to_csv(out / "work_tasks.csv", index=False)
+        write_csv(pd.concat(task_frames, ignore_index=True), out / "work_tasks.csv")
     frames = [_keyed(janks[i].copy(), device=light[i][0], model=light[i][2], placement=light[i][3])
               for i in sorted(janks)]
     jank_table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(jank_table):
-        jank_table.to_csv(out / "light_jank.csv", index=False)
+        write_csv(jank_table, out / "light_jank.csv")
     return scores, jank_table
 
 
