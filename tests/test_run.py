@@ -191,3 +191,26 @@ def test_declines_are_counted_by_reason():
     s = r.summary
     assert s["batches"] == 0 and s["declined_battery_hot"] >= 4     # asked at 0 s and every 10 s
     assert all(s[f"declined_{w}"] == 0 for w in DECLINE_REASONS if w != "battery_hot")
+
+
+def test_the_python_api_covers_the_commands(tmp_path):
+    """`swansim.simulate_fleet`, `thermal`, `ux` on tiny cases; the catalogues; a wrong keyword is one line
+    naming the valid ones."""
+    import swansim
+    from swansim.errors import InputError
+
+    res = swansim.simulate_fleet("resnet34", policies="swan,pytorch-default", clients=48, per_round=4, rounds=2,
+                        devices=(("pixel3", 1.0),), trace_days=2, out=tmp_path / "f", jobs=1, progress=False)
+    assert list(res.summary["policy"]) == ["swan", "pytorch-default"] and len(res.rounds) == 4
+    t = swansim.thermal("pixel3", minutes=0.5, out=tmp_path / "t", plots=False, jobs=1, progress=False)
+    assert list(t["load"]) == ["big", "little"]
+    drops, janks = swansim.ux(devices="pixel3", models="resnet34", light_s=0, warmup_s=5, out=tmp_path / "u",
+                              plots=False, jobs=1, progress=False)
+    assert set(drops["device"]) == {"pixel3"} and drops["drop_pct"].notna().all()
+    assert {"pixel3", "sdm845"} <= set(swansim.profiles()["name"])
+    assert swansim.registered_policies()["description"].str.len().gt(0).all()
+    assert swansim.models().set_index("name").loc["resnet34", "swan_task"]
+    with pytest.raises(InputError, match="unknown keyword.*clients"):
+        swansim.simulate_fleet("resnet34", client=10, out=tmp_path / "g")
+    for fn in (swansim.simulate_fleet, swansim.thermal, swansim.ux):
+        assert "Keywords" in fn.__doc__

@@ -46,18 +46,24 @@ class Static(Policy):
 
 @register("pytorch-default")
 class PytorchDefault(Static):
+    """PyTorch's default, the paper's baseline: as many threads as big cores, no affinity."""
+
     def choose(self, view: PolicyView) -> Choice:
         return view.default_choice
 
 
 @register("all-cores")
 class AllCores(Static):
+    """Every core, one pinned thread each."""
+
     def choose(self, view: PolicyView) -> Choice:
         return max(view.choices, key=lambda c: len(c.cpus))
 
 
 @register("little-only")
 class LittleOnly(Static):
+    """Every little core, one pinned thread each: the least a run takes from the owner's apps."""
+
     def choose(self, view: PolicyView) -> Choice:
         # a single-cluster SoC has no little kind: its whole cluster
         little = [c for c in view.choices if c.kind == "little"] or \
@@ -67,11 +73,15 @@ class LittleOnly(Static):
 
 @register("eas")
 class Eas(PytorchDefault):
+    """PyTorch's default placed by Linux's Energy-Aware Scheduling (the later version's comparison)."""
+
     placement = "eas"
 
 
 @register("idle-charging-only")
 class IdleChargingOnly(PytorchDefault):
+    """PyTorch's default, training only while the phone is idle and charging (classic FL eligibility)."""
+
     def admit(self, state: PhoneState) -> bool:
         return state.charging and state.idle
 
@@ -81,6 +91,8 @@ class IdleChargingOnly(PytorchDefault):
 
 @register("oracle")
 class Oracle(Static):
+    """The best static choice, knowing every choice's true latency up front."""
+
     needs_oracle = True
 
     def __init__(self, latency_by_choice: Mapping[str, float] | None = None, params: SwanParams | None = None):

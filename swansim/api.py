@@ -1,0 +1,127 @@
+"""The Python API beyond a run, a landscape and a comparison: the fleet, throttling, the owner's
+experience, and what the catalogues hold. Each function checks its arguments before any work
+(an unknown keyword is one `InputError` naming the valid ones), shows a progress bar on stderr
+unless ``progress=False``, and returns tidy pandas frames.
+"""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from pathlib import Path
+
+import pandas as pd
+
+from swansim.errors import InputError
+
+
+def _known(cls, kwargs: dict, where: str) -> dict:
+    """``kwargs`` if each names a field of the dataclass ``cls``; else one InputError."""
+    names = [f.name for f in fields(cls)]
+    for k in kwargs:
+        if k not in names:
+            raise InputError(where, k, f"unknown keyword (valid: {', '.join(names)})")
+    return kwargs
+
+
+def simulate_fleet(model: str = "resnet34", policies=("swan", "pytorch-default"), out: str | Path = "results/fleet",
+                   jobs: int | None = None, progress: bool = True, no_limit: bool = False, **config):
+    """FedAvg over a population of phones, each client's local training under its policy on its
+    own phone (the `swansim.fleet` package; not ``swansim.fleet()``, since that name is the
+    package's); returns the run's `FleetResult` (``.rounds``, ``.summary``
+    frames) and writes them, with checkpoints and the batch memo, under ``out`` (resumable).
+
+    Keywords: ``model`` the Swan task whose training cost the phones pay (default resnet34);
+    ``policies`` the policies compared (default swan, pytorch-default); ``out`` the output
+    directory; ``jobs`` processes (default every core; results do not depend on it);
+    ``progress``; ``no_limit`` lifts the bound of 5 million client-batches. Any field of
+    `swansim.fleet.run.FleetConfig`: ``clients`` (2400), ``per_round`` (100, participants per
+    round), ``rounds`` (200), ``local_steps`` (10 mini-batches per client and round),
+    ``deadline_s`` (600 s), ``target_accuracy`` (0.35), ``seed`` (0), ``trace`` ("synthetic" or a
+    trace path), ``share_profiles`` (True) and the rest of its fields.
+    """
+    from swansim.fleet.local import run_policy_fleet
+    from swansim.fleet.run import FleetConfig
+
+    if isinstance(policies, str):
+        policies = tuple(p.strip() for p in policies.split(",") if p.strip())
+    cfg = FleetConfig(**_known(FleetConfig, {"model": model, "policies": tuple(policies), **config}, "fleet"))
+    result, _ = run_policy_fleet(cfg, out, jobs, progress=progress, no_limit=no_limit)
+    return result
+
+
+def thermal(devices=None, minutes: float = 30.0, out: str | Path = "results/thermal", sample_s: float = 1.0,
+            governor: str = "schedutil", thermal_governor: str | None = None, plots: bool = True,
+            jobs: int | None = None, progress: bool = True, seed: int = 0) -> pd.DataFrame:
+    """Sustained dense FP32 on the big and on the little cores of each phone: DVFS, the kernel
+    zone's and the thermal engine's caps, skin and battery temperatures (`swansim.runs.thermal`).
+    Returns the summary (one row per phone and load) and writes timelines and plots under ``out``.
+
+    Keywords: ``devices`` profile names (default every profile but the generic chassis);
+    ``minutes`` simulated per run (30); ``sample_s`` the timeline's period (1 s); ``governor`` the
+    cpufreq governor (schedutil); ``thermal_governor`` (None: the profile's); ``plots``; ``jobs``;
+    ``progress``; ``seed`` (0).
+    """
+    from swansim.runs.thermal import run_thermal
+
+    if isinstance(devices, str):
+        devices = [d.strip() for d in devices.split(",") if d.strip()]
+    return run_thermal(out, devices, minutes, sample_s, governor, thermal_governor, plots, jobs, progress, seed)
+
+
+def ux(out: str | Path = "results/ux", plots: bool = True, jobs: int | None = None, progress: bool = True,
+       **config) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The owner's experience with training in the background (`swansim.runs.ux`): the Work-like
+    score drop per phone and background (positive: the owner loses) and the jank of light apps.
+    Returns ``(drops, janks)`` and writes them under ``out``.
+
+    Keywords: any field of `swansim.runs.ux.UxConfig`: ``devices`` (pixel3, galaxy-s10e),
+    ``models`` (the three Swan tasks), ``passes`` (1 benchmark pass per run), ``warmup_s`` (30 s
+    of training before the benchmark), ``light_s`` (60 s of each light app; 0 skips them),
+    ``placement`` ("auto": the phone's kernel), ``seed`` (0), ``seeds`` (1); and ``out``,
+    ``plots``, ``jobs``, ``progress``.
+    """
+    from swansim.runs.ux import UxConfig, run_ux
+
+    for key in ("devices", "models"):
+        if isinstance(config.get(key), str):
+            config[key] = tuple(n.strip() for n in config[key].split(",") if n.strip())
+    cfg = replace(UxConfig(), **_known(UxConfig, config, "ux"))
+    return run_ux(cfg, out, plots, jobs, progress)
+
+
+def profiles() -> pd.DataFrame:
+    """Every profile: name, kind (phone, tablet, board, soc), title, SoC, CPUs, clusters, and
+    whether it has a vendor kernel table and a thermal engine."""
+    from swansim.hw.profile import Catalogue
+
+    cat = Catalogue.load()
+    rows = [{"name": d.name, "kind": d.kind, "title": d.title, "soc": d.soc.name, "cpus": d.soc.n_cpus,
+             "clusters": "+".join(c.name for c in d.soc.clusters), "vendor_kernel": d.kernel is not None,
+             "thermal_engine": d.thermal_engine is not None} for d in cat.devices.values()]
+    rows += [{"name": s.name, "kind": "soc", "title": s.title, "soc": s.name, "cpus": s.n_cpus,
+              "clusters": "+".join(c.name for c in s.clusters), "vendor_kernel": False, "thermal_engine": False}
+             for s in cat.socs.values()]
+    return pd.DataFrame(rows)
+
+
+def registered_policies() -> pd.DataFrame:
+    """Every policy by name, with the first line of its description. (Not ``swansim.policies``:
+    that name is the package the policies live in.)"""
+    from swansim.policies.base import POLICIES, _load_all
+
+    _load_all()
+    return pd.DataFrame([{"name": n, "description": ((cls.__doc__ or "").strip().splitlines() or [""])[0]}
+                         for n, cls in POLICIES.items()])
+
+
+def models() -> pd.DataFrame:
+    """Every model of the zoo: parameters and forward MACs at 1000 classes and 224x224, and
+    whether it is one of the Swan paper's tasks."""
+    from swansim.dnn.models import MODELS, build_model
+    from swansim.dnn.tasks import SWAN_TASKS
+
+    rows = []
+    for name in MODELS:
+        m = build_model(name)
+        rows.append({"name": name, "params": m.params, "macs": sum(layer.macs for layer in m.layers),
+                     "swan_task": name in SWAN_TASKS})
+    return pd.DataFrame(rows)
