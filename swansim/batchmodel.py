@@ -167,6 +167,7 @@ class BatchModel:
         self.max_entries = max_entries
         self._simulate = simulate
         self._memo: OrderedDict[BatchKey, BatchCost] = OrderedDict()
+        self._fresh: dict[BatchKey, BatchCost] = {}   # simulated here since the last `fresh()`
         self.hits = 0
         self.misses = 0
 
@@ -177,7 +178,7 @@ class BatchModel:
             self._memo.move_to_end(key)
             return got
         self.misses += 1
-        got = self._memo[key] = self._simulate(key)
+        got = self._memo[key] = self._fresh[key] = self._simulate(key)
         if len(self._memo) > self.max_entries:
             self._memo.popitem(last=False)
         return got
@@ -185,6 +186,12 @@ class BatchModel:
     def add(self, key: BatchKey, cost: BatchCost) -> None:
         """A cost computed elsewhere (a pool worker) joins the memo."""
         self._memo[key] = cost
+
+    def fresh(self) -> dict[BatchKey, BatchCost]:
+        """The costs this process has simulated since it was last asked (what a fleet worker
+        sends back, so that other workers need not simulate them again)."""
+        out, self._fresh = self._fresh, {}
+        return out
 
     def prefill(self, keys, jobs: int | None = None, progress: bool = True) -> None:
         """Simulate every key not in the memo yet, over a process pool."""

@@ -58,3 +58,23 @@ def test_same_summaries_in_process_in_a_pool_and_on_dask(tmp_path):
         run_fleet(cfg, PolicyCosts(bm), tmp_path / name, progress=False, **kw)
         outs.append({f: (tmp_path / name / f).read_bytes() for f in ("rounds.csv", "summary.csv")})
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_a_batch_one_worker_simulated_reaches_the_others_and_the_saved_memo():
+    """The coordinator gathers what workers simulated in a round and hands it to every chunk of
+    the next: a worker's cost learns it (no second simulation), and the coordinator's memo - the
+    one saved next to the run - holds it."""
+    from swansim.batchmodel import BatchKey, BatchModel
+    from swansim.dnn.choices import parse_choice
+    from swansim.fleet.local import PolicyCost
+    from swansim.hw.profile import Catalogue
+
+    soc = Catalogue.load().device("pixel3").soc
+    key = BatchKey("pixel3", "resnet34", parse_choice("4", soc), batches=1, warmup=0)
+    worker, coordinator = PolicyCost("resnet34", "swan", BatchModel()), PolicyCost("resnet34", "swan", BatchModel())
+    worker.batch_model.cost(key)
+    news = worker.news()
+    assert list(news) == [key] and worker.news() == {}        # each batch reported once
+    coordinator.learn(news)
+    coordinator.batch_model.cost(key)
+    assert (coordinator.batch_model.hits, coordinator.batch_model.misses) == (1, 0)

@@ -74,6 +74,16 @@ class PolicyCost:
 
     # -- the fleet's interface ----------------------------------------------------------------
 
+    def news(self) -> dict:
+        """Batch costs simulated in this process since the last call (sent back to the fleet's
+        coordinator, which ships them to every worker with the next round)."""
+        return self.batch_model.fresh()
+
+    def learn(self, costs: dict) -> None:
+        """Batch costs another process simulated join this one's memo."""
+        for key, cost in costs.items():
+            self.batch_model.add(key, cost)
+
     def admit(self, client: Client, state: ClientState) -> bool:
         """Check-in: the policy's admission on the phone's state (its battery at ambient)."""
         spec = _catalogue().device(client.device)
@@ -263,12 +273,12 @@ def likely_keys(devices, model: str, runtime: str = "pytorch") -> list[BatchKey]
 
 
 def memo_report(result, batch_model: BatchModel) -> str:
-    """One line on the batch model: what was simulated ahead, and the rounds' hits and misses
+    """One line on the batch model: what its memo holds, and the rounds' hits and misses
     (summed over every process that ran a request)."""
     hits, misses = result.lookups
     rate = hits / (hits + misses) if hits + misses else float("nan")
-    return (f"batch model: {len(batch_model)} batches simulated ahead; in the rounds {hits} lookups hit and "
-            f"{misses} batches were simulated (hit rate {rate:.1%})")
+    return (f"batch model: the memo holds {len(batch_model)} batches (simulated ahead, and merged from the "
+            f"workers); in the rounds {hits} lookups hit and {misses} batches were simulated (hit rate {rate:.1%})")
 
 
 def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str | None = None,

@@ -114,6 +114,10 @@ class LocalCost(Protocol):
     def train(self, request: LocalRequest) -> LocalOutcome:
         """Run ``request.n_batches`` mini-batches from ``request.start_s`` (or decline)."""
 
+    # Optional, for a cost that caches what it computes (the batch model's memo): ``news()``
+    # returns what this process computed since last asked, ``learn(news)`` takes what others
+    # did. The coordinator gathers each round's news and hands it to every chunk of the next.
+
 
 CostFactory = Callable[[str, str], LocalCost]
 """``factory(model, policy) -> LocalCost``; must pickle when the run uses processes or Dask."""
@@ -169,16 +173,19 @@ class TrainJob:
     shared: Any = None
 
 
-def train_chunk(ctx: WorkContext, item: tuple[str, list[TrainJob]]) -> list[LocalOutcome]:
-    policy, jobs = item
+def train_chunk(ctx: WorkContext, item: tuple[str, list[TrainJob], Any]) -> tuple[list[LocalOutcome], Any]:
+    """The chunk's outcomes, and what the cost computed on the way (`LocalCost` news)."""
+    policy, jobs, news = item
     cost, pop = ctx.cost(policy), ctx.population
+    if news and hasattr(cost, "learn"):
+        cost.learn(news)
     out = []
     for j in jobs:
         timeline = pop.timeline(j.client, j.loan_j)
         request = LocalRequest(pop.client(j.client), j.round, j.start_s, j.n_batches, j.batch_size, j.deadline_s,
                                timeline.state_at(j.start_s), timeline, j.carry, j.shared)
         out.append(_check_outcome(cost.train(request), request))
-    return out
+    return out, (cost.news() if hasattr(cost, "news") else None)
 
 
 def models_chunk(ctx: WorkContext, item: tuple[np.ndarray, list[tuple[int, int, int]], int, int, float]) -> np.ndarray:
@@ -277,6 +284,7 @@ class PolicyRun:
         self.state = state or FleetState.initial(self.population, self.loan)
         self.loan.restore(self.state.loan)
         self.lookups = (0, 0)   # the local costs' (hits, misses) over this process's rounds
+        self._news: dict = {}   # what the workers computed last round, for every chunk of the next
 
     def play_round(self) -> dict:
         st, s, pop, loan = self.state, self.settings, self.population, self.loan
@@ -297,8 +305,11 @@ class PolicyRun:
         jobs = [TrainJob(int(i), r, t0, s.local_steps, s.batch_size, t0 + s.deadline_s, float(loan.loan_j[i]),
                          st.carry.get(int(i)), st.shared.get(device[int(i)]) if s.share_profiles else None)
                 for i in chosen]
-        outcomes = [o for part in self.executor.map(train_chunk, [(self.policy, c) for c in _chunks(jobs)])
-                    for o in part]
+        parts = self.executor.map(train_chunk, [(self.policy, c, self._news) for c in _chunks(jobs)])
+        outcomes = [o for part, _ in parts for o in part]
+        self._news = {k: v for _, news in parts if news for k, v in news.items()}
+        if self._news and hasattr(self.cost, "learn"):
+            self.cost.learn(self._news)   # the coordinator's memo is the merged one (it is saved)
 
         works = []
         for job, o in zip(jobs, outcomes):
