@@ -204,28 +204,40 @@ class BatchModel:
         self.misses += len(todo)
 
     def save(self, path) -> None:
-        """Write the memo, stamped with what it was computed from (`code_fingerprint`)."""
+        """Write the memo, stamped with what it was computed from (`code_fingerprint`) and with
+        its content's sha256."""
+        import hashlib
         import pickle
 
         from swansim.results import write_bytes
 
-        write_bytes(path, pickle.dumps((code_fingerprint(), list(self._memo.items()))))
+        blob = pickle.dumps(list(self._memo.items()))
+        write_bytes(path, pickle.dumps((code_fingerprint(), hashlib.sha256(blob).hexdigest(), blob)))
 
     def load(self, path) -> int:
         """Add the costs saved at ``path`` if they were computed from this code and these
-        profiles (else nothing); returns how many were added."""
+        profiles (else nothing: they would be stale); returns how many were added. A file that is
+        not a memo, or whose content does not match its digest, is one InputError naming it."""
+        import hashlib
         import pickle
         from pathlib import Path
+
+        from swansim.errors import InputError
 
         path = Path(path)
         if not path.is_file():
             return 0
         try:
-            stamp, items = pickle.loads(path.read_bytes())
-        except Exception:   # a torn or foreign file: recompute rather than trust it
-            return 0
+            stamp, digest, blob = pickle.loads(path.read_bytes())
+        except Exception as e:
+            raise InputError(str(path), "memo", f"not a batch memo ({type(e).__name__}); delete it to "
+                                                "recompute") from None
         if stamp != code_fingerprint():
             return 0
+        if not isinstance(blob, bytes) or hashlib.sha256(blob).hexdigest() != digest:
+            raise InputError(str(path), "sha256", "the memo's content does not match its digest (damaged or "
+                                                  "edited); delete it to recompute")
+        items = pickle.loads(blob)
         for k, c in items:
             self._memo.setdefault(k, c)
         return len(items)

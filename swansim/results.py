@@ -62,6 +62,54 @@ def atomic(path: Path | str) -> Iterator[Path]:
             tmp.unlink()
 
 
+class DirLock:
+    """Held while a run writes ``directory``: ``.lock`` there names the writing process. A
+    second run into the directory is refused while that process lives (a stale lock, left by a
+    killed run, is taken over); the same process may hold it again (nested calls)."""
+
+    def __init__(self, directory: Path | str):
+        self.path = Path(directory) / ".lock"
+        self._mine = False
+
+    def __enter__(self) -> "DirLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                try:
+                    pid = int(self.path.read_text().strip() or 0)
+                except (OSError, ValueError):
+                    pid = 0
+                if pid == os.getpid():
+                    return self                # nested: the outer holder releases it
+                if pid and _alive(pid):
+                    raise InputError(str(self.path.parent), "lock", f"another run (process {pid}) is writing this "
+                                                                    "directory; wait for it or use another one") from None
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.unlink()         # stale: its process is gone
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            self._mine = True
+            return self
+
+    def __exit__(self, *exc) -> None:
+        if self._mine:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def write_text(path: Path | str, text: str) -> Path:
     with atomic(path) as tmp:
         tmp.write_text(text)

@@ -132,3 +132,27 @@ def test_caps_at_fmax_are_no_caps_so_a_prefilled_batch_is_found():
     ff = FastForward(Device(DeviceConfig("pixel3"), catalogue=CAT), bm, key)
     ff.run_batch()
     assert (bm.hits, bm.misses) == (1, 1)   # the prefill's one miss, then a hit
+
+
+def test_a_saved_memo_is_checked_against_its_digest(tmp_path):
+    import pickle
+
+    from swansim.errors import InputError
+
+    bm = BatchModel(simulate=lambda k: simulate_batch(k, record_layers=False))
+    key = BatchKey("pixel3", "resnet34", parse_choice("4", PIXEL3.soc), batches=1, warmup=0)
+    bm.cost(key)
+    path = tmp_path / "memo.pkl"
+    bm.save(path)
+    assert BatchModel().load(path) == 1
+    stamp, digest, blob = pickle.loads(path.read_bytes())
+    edited = bytearray(blob)
+    edited[len(edited) // 2] ^= 0x01                   # a latency perturbed under a valid stamp
+    path.write_bytes(pickle.dumps((stamp, digest, bytes(edited))))
+    with pytest.raises(InputError) as e:
+        BatchModel().load(path)
+    assert e.value.field == "sha256"
+    path.write_bytes(pickle.dumps({"not": "a memo"}))
+    with pytest.raises(InputError) as e:
+        BatchModel().load(path)
+    assert e.value.field == "memo"

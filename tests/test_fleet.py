@@ -478,7 +478,7 @@ def test_training_that_drains_the_battery_loses_clients_to_the_loan(tmp_path):
     assert burn["clients_online"].iloc[-1] < steady["clients_online"].iloc[-1]
     # Energy conservation across the run: what the rounds charged is what the loans borrowed.
     for policy, rows in (("burn", burn), ("steady", steady)):
-        state = pickle.loads((tmp_path / "burn" / "checkpoints" / f"{policy}.pkl").read_bytes())["state"]
+        state = pickle.loads(pickle.loads((tmp_path / "burn" / "checkpoints" / f"{policy}.pkl").read_bytes())["state"])
         assert rows["energy_j"].sum() == pytest.approx(state.loan["borrowed_j"].sum(), rel=1e-9)
         assert state.loan["borrowed_j"].sum() - state.loan["repaid_j"].sum() == \
             pytest.approx(state.loan["loan_j"].sum(), rel=1e-9, abs=1e-6)
@@ -520,7 +520,7 @@ def test_the_coordinator_pools_reports_per_phone_model_from_the_next_round(tmp_p
 
     cfg = small_config(policies=("sharing",), rounds=3)
     run_fleet(cfg, make_cost, tmp_path / "on", progress=False)
-    st = pickle.loads(_checkpoint_path(tmp_path / "on", "sharing").read_bytes())["state"]
+    st = pickle.loads(pickle.loads(_checkpoint_path(tmp_path / "on", "sharing").read_bytes())["state"])
     pop = build_population(cfg)
     assert st.shared and set(st.shared) <= set(pop.devices)
     model = {i: pop.devices[pop.device_idx[i]] for i in range(len(pop))}
@@ -577,3 +577,61 @@ def test_summary_ratios_are_relative_to_the_baseline(tmp_path):
     assert s.loc["steady", "speedup"] == pytest.approx(s.loc["idle", "time_to_target_h"] / s.loc["steady", "time_to_target_h"])
     assert s.loc["steady", "energy_efficiency"] == pytest.approx(
         s.loc["idle", "energy_to_target_j"] / s.loc["steady", "energy_to_target_j"])
+
+
+def _fleet_two(tmp_path: Path, name: str = "d"):
+    cfg = small_config(policies=("steady", "sharing"), rounds=2)
+    run_fleet(cfg, make_cost, tmp_path / name, progress=False)
+    return cfg, tmp_path / name
+
+
+@pytest.mark.parametrize("damage, field", [
+    ("swap", "policy"),            # steady's checkpoint copied over sharing's
+    ("flip", "state_sha256"),      # bits of the state changed under a valid header
+    ("foreign", "format"),         # another pickle in its place
+    ("garbage", "checkpoint"),     # not a pickle at all
+])
+def test_a_resume_checks_what_it_resumes(tmp_path, damage, field):
+    cfg, out = _fleet_two(tmp_path)
+    steady, sharing = (out / "checkpoints" / f"{p}.pkl" for p in ("steady", "sharing"))
+    if damage == "swap":
+        sharing.write_bytes(steady.read_bytes())
+    elif damage == "flip":
+        saved = pickle.loads(sharing.read_bytes())
+        blob = bytearray(saved["state"])
+        blob[len(blob) // 2] ^= 0x40
+        sharing.write_bytes(pickle.dumps({**saved, "state": bytes(blob)}))
+    elif damage == "foreign":
+        sharing.write_bytes(pickle.dumps({"something": "else"}))
+    else:
+        sharing.write_bytes(b"\x00not a pickle")
+    with pytest.raises(InputError) as e:
+        run_fleet(replace(cfg, rounds=3), make_cost, out, progress=False)
+    assert e.value.field == field and "sharing.pkl" in str(e.value)
+
+
+def test_a_resume_refuses_an_edited_trace(tmp_path):
+    from swansim.apps.synth import synth_to_dir
+
+    trace = tmp_path / "trace"
+    synth_to_dir(trace, users=4, days=2, seed=1)
+    cfg = small_config(trace=str(trace), rounds=2)
+    run_fleet(cfg, make_cost, tmp_path / "t", progress=False)
+    states = trace / "states.csv"
+    states.write_text(states.read_text().replace(",1,", ",0,", 1))
+    with pytest.raises(InputError, match="trace's content changed") as e:
+        run_fleet(replace(cfg, rounds=3), make_cost, tmp_path / "t", progress=False)
+    assert e.value.field == "trace_sha256"
+
+
+def test_a_second_run_into_a_directory_being_written_is_refused(tmp_path):
+    import os
+
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / ".lock").write_text(str(os.getppid()))          # a live process holds it
+    with pytest.raises(InputError, match="another run"):
+        run_fleet(small_config(rounds=1), make_cost, out, progress=False)
+    (out / ".lock").write_text("999999999")                 # a killed run's stale lock is taken over
+    run_fleet(small_config(rounds=1), make_cost, out, progress=False)
+    assert not (out / ".lock").exists()

@@ -37,7 +37,7 @@ from swansim.kernel.sched import AUTO
 from swansim.kernel.thermal_gov import ThermalStatus
 from swansim.policies.base import Policy, make_policy, policy_class
 from swansim.policies.view import BatchStats, History, LayerStat, ModelInfo, PhoneState, PolicyView
-from swansim.results import add_to_manifest
+from swansim.results import DirLock, add_to_manifest
 
 
 @lru_cache(maxsize=1)
@@ -302,12 +302,13 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     out = checks.out_dir(out_dir)
     memo_path = out / "batch-memo.pkl"
     bm = costs.batch_model
-    bm.load(memo_path)
-    devices = sorted(set(build_population(config).devices))
-    bm.prefill(likely_keys(devices, config.model), jobs, progress)
-    bm.save(memo_path)
-    result = run_fleet(config, costs, out, jobs=jobs, dask_address=dask_address, progress=progress,
-                       no_limit=no_limit)
-    bm.save(memo_path)   # with what this process simulated on the way (workers keep theirs)
-    add_to_manifest(out, [memo_path.name])
+    with DirLock(out):
+        bm.load(memo_path)
+        devices = sorted(set(build_population(config).devices))
+        bm.prefill(likely_keys(devices, config.model), jobs, progress)
+        bm.save(memo_path)
+        result = run_fleet(config, costs, out, jobs=jobs, dask_address=dask_address, progress=progress,
+                           no_limit=no_limit)
+        bm.save(memo_path)   # merged: what every worker simulated on the way
+        add_to_manifest(out, [memo_path.name])
     return result, bm

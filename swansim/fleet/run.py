@@ -9,8 +9,14 @@ rounds over the same population and task, and writes into ``out_dir``:
   :func:`swansim.results.write_manifest` adds (version, commit, when);
 * ``checkpoints/<policy>.pkl``: written after every completed round. Run the same config into
   the same directory again and it continues from each policy's last completed round; the
-  results equal those of an uninterrupted run. Raising ``rounds`` continues a finished run; a
-  checkpoint of another config is refused.
+  results equal those of an uninterrupted run. Raising ``rounds`` continues a finished run. A
+  checkpoint carries its run's identity - the policy, every config field, the trace's content
+  digest, the code and profiles' fingerprint - and its state's sha256: one of another run, of
+  another policy, of changed code or an edited trace, or whose bytes changed, is refused with
+  one line naming the file and what differs.
+
+While a run writes its directory it holds ``.lock`` there (its process id): a second run into
+the same directory is refused while the first is alive.
 
 Clients' local work (the cost callable, then the local SGD of the completed clients) runs in
 chunks of a fixed size: in this process (``jobs=1``), in a process pool (``jobs>1``), or on
@@ -45,10 +51,10 @@ from swansim.fleet.population import SHIFTS, Population, base_trace, base_users_
 from swansim.fleet.rounds import (ROUND_COLUMNS, CostFactory, FleetState, PolicyRun, RoundSettings,
                                   SerialExecutor, WorkContext, summarize)
 from swansim.hw.profile import Catalogue
-from swansim.results import write_csv, write_manifest
+from swansim.results import DirLock, sha256_of, write_bytes, write_csv, write_manifest
 
 WHERE = "fleet config"
-CHECKPOINT_FORMAT = 2
+CHECKPOINT_FORMAT = 3
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -285,36 +291,69 @@ def _config_dict(config: FleetConfig) -> dict:
     return json.loads(json.dumps(asdict(config)))  # tuples -> lists, as the manifest has them
 
 
-def _load_checkpoint(out: Path, config: FleetConfig, policy: str) -> FleetState | None:
+def trace_digest(trace: str) -> str:
+    """The content digest of a fleet's trace source ("synthetic": drawn from the config itself)."""
+    if trace == "synthetic":
+        return "synthetic"
+    path = Path(trace)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.relative_to(path) if path.is_dir() else f.name}\0{sha256_of(f)}\0".encode())
+    return h.hexdigest()
+
+
+def _identity(config: FleetConfig, policy: str) -> dict:
+    """What a checkpoint must match to continue: its policy, the config, the trace's content,
+    the code and profiles that computed it."""
+    from swansim.batchmodel import code_fingerprint
+
+    return {"policy": policy, "config": _config_dict(config), "trace_sha256": trace_digest(config.trace),
+            "code": code_fingerprint()}
+
+
+def _load_checkpoint(out: Path, config: FleetConfig, policy: str, ours: dict) -> FleetState | None:
     path = _checkpoint_path(out, policy)
     if not path.exists():
         return None
     try:
         with open(path, "rb") as f:
             saved = pickle.load(f)
+        fmt = saved.get("format")
     except Exception as e:  # any failure to read is a damaged file
-        raise InputError(str(path), "checkpoint", f"unreadable ({e}); delete it to start this policy afresh") from None
-    if saved.get("format") != CHECKPOINT_FORMAT:
-        raise InputError(str(path), "format", f"checkpoint format {saved.get('format')!r}, expected {CHECKPOINT_FORMAT}")
-    ours = _config_dict(config)
-    differ = [k for k in ours if k != "rounds" and saved["config"].get(k) != ours[k]]
+        raise InputError(str(path), "checkpoint", f"unreadable ({type(e).__name__}); delete it to start this policy "
+                                                  "afresh") from None
+    if fmt != CHECKPOINT_FORMAT:
+        raise InputError(str(path), "format", f"checkpoint format {fmt!r}, expected {CHECKPOINT_FORMAT}")
+    theirs = saved.get("identity", {})
+    if theirs.get("policy") != policy:
+        raise InputError(str(path), "policy", f"a checkpoint of policy {theirs.get('policy')!r}, not {policy!r}")
+    differ = [k for k in ours["config"] if k != "rounds" and theirs.get("config", {}).get(k) != ours["config"][k]]
     if differ:
         raise InputError(str(path), "config", f"checkpoint of another run (differs in {', '.join(differ)}); "
                                               "use another out directory")
-    state: FleetState = saved["state"]
+    for key, what in (("trace_sha256", "the trace's content changed since"), ("code", "the simulator's code or "
+                                                                              "profiles changed since")):
+        if theirs.get(key) != ours[key]:
+            raise InputError(str(path), key, f"{what} the checkpoint was written; use another out directory")
+    blob = saved.get("state")
+    if not isinstance(blob, bytes) or hashlib.sha256(blob).hexdigest() != saved.get("state_sha256"):
+        raise InputError(str(path), "state_sha256", "the checkpoint's content does not match its digest (damaged "
+                                                    "or edited); delete it to start this policy afresh")
+    state: FleetState = pickle.loads(blob)
     if state.round > config.rounds:
         raise InputError(str(path), "rounds", f"checkpoint is at round {state.round}, past rounds={config.rounds}")
     return state
 
 
-def _save_checkpoint(out: Path, config: FleetConfig, policy: str, state: FleetState) -> None:
-    path = _checkpoint_path(out, policy)
+def _save_checkpoint(out: Path, identity: dict, state: FleetState) -> None:
+    path = _checkpoint_path(out, identity["policy"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
-        pickle.dump({"format": CHECKPOINT_FORMAT, "config": _config_dict(config), "policy": policy, "state": state},
-                    f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)  # atomic: an interruption leaves the previous checkpoint intact
+    blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    # written whole or not at all: an interruption leaves the previous checkpoint intact
+    write_bytes(path, pickle.dumps({"format": CHECKPOINT_FORMAT, "identity": identity,
+                                    "state_sha256": hashlib.sha256(blob).hexdigest(), "state": blob},
+                                   protocol=pickle.HIGHEST_PROTOCOL))
 
 
 # ---------------------------------------------------------------- the run
@@ -340,7 +379,14 @@ def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs:
     for p in config.policies:
         ctx.cost(p)  # an unknown model or policy fails here, before any work
     out.mkdir(parents=True, exist_ok=True)
-    states = {p: _load_checkpoint(out, config, p) for p in config.policies}
+    with DirLock(out):
+        return _run(config, out, ctx, population, test_set, jobs, dask_address, progress)
+
+
+def _run(config: FleetConfig, out: Path, ctx: WorkContext, population: Population, test_set, jobs: int,
+         dask_address: str | None, progress: bool) -> FleetResult:
+    identities = {p: _identity(config, p) for p in config.policies}
+    states = {p: _load_checkpoint(out, config, p, identities[p]) for p in config.policies}
     done = sum(s.round for s in states.values() if s is not None)
     rows: list[dict] = []
     lookups = (0, 0)
@@ -352,7 +398,7 @@ def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs:
                 run = PolicyRun(p, ctx, executor, config.settings(), test_set, config.critical_battery_pct, states[p])
                 while run.state.round < config.rounds:
                     row = run.play_round()
-                    _save_checkpoint(out, config, p, run.state)
+                    _save_checkpoint(out, identities[p], run.state)
                     bar.set_postfix(policy=p, accuracy=f"{row['accuracy']:.3f}", refresh=False)
                     bar.update(1)
                 rows += run.state.rows
