@@ -635,3 +635,9 @@ def test_a_second_run_into_a_directory_being_written_is_refused(tmp_path):
     (out / ".lock").write_text("999999999")                 # a killed run's stale lock is taken over
     run_fleet(small_config(rounds=1), make_cost, out, progress=False)
     assert not (out / ".lock").exists()
+
+
+def test_a_dask_address_is_checked_before_any_work(tmp_path):
+    with pytest.raises(InputError, match="no scheduler answers at 127.0.0.1:1"):
+        run_fleet(small_config(rounds=1), make_cost, tmp_path / "d", dask_address="127.0.0.1:1", progress=False)
+    assert not (tmp_path / "d").exists()

@@ -346,6 +346,10 @@ class _Evil:
     ({1: [0, 3]}, "1"),
     ([1, 2], "pickle"),
     ({1: _Evil()}, "pickle"),
+    # bounded expansion: a microsecond period replayed over a day, a trace of 1e300 s
+    ({1: {"active": [0], "inactive": [5e-7], "finish_time": 1e-6}, 2: {"active": [0], "inactive": [9],
+                                                                       "finish_time": 86400}}, "1.finish_time"),
+    ({1: {"active": [0], "inactive": [3], "finish_time": 1e300}}, "finish_time"),
 ])
 def test_malformed_fedscale_names_client_and_field(tmp_path, data, field):
     path = tmp_path / "behave.pkl"

@@ -63,6 +63,13 @@ def _number(value: Any, file: str, field: str) -> float:
     return x
 
 
+# What a FedScale trace may expand to when its clients' windows are replayed over the horizon: a
+# year, and at most a million windows per client (a period of a microsecond would otherwise
+# take forever to unroll).
+MAX_HORIZON_S = 366 * 86400.0
+MAX_WINDOWS_PER_CLIENT = 1_000_000
+
+
 class _FedScaleClient:
     """One client's availability windows within one period, validated and clipped to the period."""
 
@@ -96,6 +103,10 @@ class _FedScaleClient:
         if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
             raise InputError(file, field, "expected a list of seconds")
         return [_number(v, file, f"{field}[{i}]") for i, v in enumerate(values)]
+
+    def expansion(self, horizon_s: float) -> float:
+        """How many windows replaying this client over ``horizon_s`` makes."""
+        return math.ceil(horizon_s / self.period_s) * len(self.windows)
 
     def unrolled(self, horizon_s: float) -> list[tuple[float, float]]:
         """Windows repeated with the client's period over ``[0, horizon_s)``, touching ones merged."""
@@ -150,6 +161,15 @@ def load_fedscale(path: str | Path, horizon_s: float | None = None,
         horizon_s = max((c.period_s for c in clients.values()), default=DAY_S)
     elif not (math.isfinite(horizon_s) and horizon_s > 0):
         raise InputError(file, "horizon_s", f"must be a positive number, got {horizon_s!r}")
+    if horizon_s > MAX_HORIZON_S:
+        raise InputError(file, "finish_time", f"a trace of {horizon_s:.4g} s is longer than the bound of "
+                                              f"{MAX_HORIZON_S:.4g} s (a year)")
+    for cid, c in clients.items():
+        n = c.expansion(horizon_s)
+        if n > MAX_WINDOWS_PER_CLIENT:
+            raise InputError(file, f"{cid}.finish_time", f"replaying {c.period_s:.4g} s periods over {horizon_s:.4g} s "
+                                                         f"makes {n:.4g} windows, above the bound of "
+                                                         f"{MAX_WINDOWS_PER_CLIENT:,}")
     states = {cid: _availability_states(cid, c.unrolled(horizon_s), horizon_s, battery_pct)
               for cid, c in clients.items()}
     return Trace({}, states, float(horizon_s))

@@ -198,10 +198,28 @@ def _check_run(jobs: Any, dask_address: Any, out_dir: Any) -> Path:
     _int(jobs, "jobs", 1)
     if dask_address is not None and (not isinstance(dask_address, str) or not dask_address):
         raise InputError(WHERE, "dask_address", f"expected an address or 'local', got {dask_address!r}")
+    if dask_address not in (None, "local"):
+        _check_scheduler(dask_address)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(WHERE, "out_dir", f"exists and is not a directory: {out}")
     return out
+
+
+def _check_scheduler(address: str, timeout_s: float = 3.0) -> None:
+    """A Dask scheduler answers at ``address`` ("tcp://host:port" or "host:port"), checked before
+    any work (a wrong address would otherwise fail after the prefill, on a 30 s timeout)."""
+    import socket
+
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not port.isdigit():
+        raise InputError(WHERE, "dask_address", f"expected host:port or 'local', got {address!r}")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as e:
+        raise InputError(WHERE, "dask_address", f"no scheduler answers at {address} ({getattr(e, 'strerror', None) or e})") \
+            from None
 
 
 # ---------------------------------------------------------------- executors
