@@ -9,6 +9,7 @@ sweep keeps them).
 from __future__ import annotations
 
 import os
+import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable, Iterable, Sequence
 
@@ -26,6 +27,40 @@ def default_jobs() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def quiet_worker(init: Callable[..., None] | None = None, *args) -> None:
+    """A pool worker's start: Ctrl-C (SIGINT, sent to the whole process group) is the parent's to
+    handle, so workers ignore it instead of each printing a traceback; then ``init(*args)``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if init is not None:
+        init(*args)
+
+
+def new_pool(jobs: int, init: Callable[..., None] | None = None, *args) -> ProcessPoolExecutor:
+    """A process pool whose workers leave Ctrl-C to this process (`quiet_worker`)."""
+    return ProcessPoolExecutor(max_workers=jobs, initializer=quiet_worker, initargs=(init, *args))
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now: cancel what waits, end the workers that run (a simulation may run for
+    minutes; an interrupted command must not wait for it). ProcessPoolExecutor has no public way
+    to end running workers before Python 3.14's terminate_workers, hence its ``_processes``."""
+    try:    # a second Ctrl-C must not cut the stopping short
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:   # not the main thread: it cannot take signals anyway
+        previous = None
+    try:
+        procs = list((getattr(pool, "_processes", None) or {}).values())   # shutdown() forgets them
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.join(timeout=5)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def check_jobs(jobs: int | None, where: str = "--jobs") -> int:
@@ -49,8 +84,14 @@ def run_all(fn: Callable[..., Any], args: Sequence[tuple], jobs: int | None = No
         if pool is not None:
             return _collect(pool, fn, args, on_result, bar)
         if jobs > 1:
-            with ProcessPoolExecutor(max_workers=jobs) as own:
-                return _collect(own, fn, args, on_result, bar)
+            own = new_pool(jobs)
+            try:
+                result = _collect(own, fn, args, on_result, bar)
+            except BaseException:
+                stop_pool(own)      # an interrupt or a failure: do not wait for running workers
+                raise
+            own.shutdown()
+            return result
         out: list[Any] = [None] * len(args)
         for i, a in enumerate(args):
             if labels:

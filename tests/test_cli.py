@@ -600,3 +600,29 @@ def _full_write(real, states, path):
     with atomic(path) as tmp:
         real(states, tmp)
         raise OSError(28, "No space left on device")
+
+
+def test_ctrl_c_stops_the_pool_at_once_with_one_line_and_no_process_left(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during a pooled command:
+    exit 130 within seconds, one line, no traceback, no worker left running."""
+    import os
+    import signal
+    import time
+
+    cmd = [sys.executable, "-c", "import sys; from swansim.cli import main; sys.exit(main(sys.argv[1:]))",
+           "thermal", "--devices", "pixel3,galaxy-s10e,oneplus8,mi10", "--minutes", "300", "--no-plots",
+           "--out", str(tmp_path / "o"), "--jobs", "2", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    time.sleep(4.0)                          # the pool is up and simulating (a run takes ~15 s of CPU)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)       # an impatient second Ctrl-C changes nothing
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10.0
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines() == ["swansim: interrupted; results written so far are kept"]
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):  # nothing of the group is left
+        os.killpg(proc.pid, 0)

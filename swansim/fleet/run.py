@@ -34,7 +34,6 @@ import math
 import os
 import pickle
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from swansim.fleet.population import SHIFTS, Population, base_trace, base_users_
 from swansim.fleet.rounds import (ROUND_COLUMNS, CostFactory, FleetState, PolicyRun, RoundSettings,
                                   SerialExecutor, WorkContext, summarize)
 from swansim.hw.profile import Catalogue
+from swansim.pool import new_pool, stop_pool
 from swansim.results import DirLock, sha256_of, write_bytes, write_csv, write_manifest
 
 WHERE = "fleet config"
@@ -241,13 +241,21 @@ class _ProcessExecutor:
     """A local process pool; each worker gets the context once, at start."""
 
     def __init__(self, ctx: WorkContext, jobs: int):
-        self.pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(ctx,))
+        self.pool = new_pool(jobs, _init_worker, ctx)
+        self._ok = True
 
     def map(self, fn, items):
-        return list(self.pool.map(_in_worker, [fn] * len(items), items))
+        try:
+            return list(self.pool.map(_in_worker, [fn] * len(items), items))
+        except BaseException:
+            self._ok = False
+            raise
 
     def close(self) -> None:
-        self.pool.shutdown(cancel_futures=True)
+        if self._ok:
+            self.pool.shutdown(cancel_futures=True)
+        else:
+            stop_pool(self.pool)    # interrupted: do not wait for running workers
 
 
 def _on_dask_worker(token: str, blob: bytes, fn, item):
