@@ -3,6 +3,8 @@
 AlexNet (21 layers) keeps these cheap to simulate: few parallel regions per batch, seconds
 per batch. Policies do not depend on the model.
 """
+import json
+
 import pytest
 
 from swansim.cli import main
@@ -163,10 +165,15 @@ def test_an_interrupted_compare_keeps_its_finished_rows(tmp_path, monkeypatch):
 
     monkeypatch.setattr(C, "_row", fake_row)
     cfg = C.CompareConfig(models=(MODEL,), policies=("swan", "pytorch-default", "eas"), ux=False)
+    (tmp_path / "manifest.json").write_text("{}")      # an earlier comparison's
     with pytest.raises(KeyboardInterrupt):
         C.compare_frame(cfg, tmp_path, jobs=1)
     kept = (tmp_path / "compare.csv").read_text().splitlines()
     assert len(kept) == 2 and kept[1].startswith("pixel3,alexnet,swan,")
+    # the manifest describes exactly what is there: this comparison's one finished row
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["rows_done"] == 1 and manifest["rows_planned"] == 3
+    assert manifest["files"]["compare.csv"]["bytes"] == (tmp_path / "compare.csv").stat().st_size
 
 
 def test_ux_columns_are_defined_where_an_app_ran_and_a_drop_is_positive_everywhere(tmp_path):

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"swansim: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("swansim: interrupted; results written so far are kept", file=sys.stderr)
+        print("swansim: interrupted; files already complete are kept, none is half written", file=sys.stderr)
         return 130
 
 

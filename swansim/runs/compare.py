@@ -29,7 +29,7 @@ from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
 from swansim.policies.base import DECLINE_REASONS
 from swansim.pool import check_jobs, run_all
-from swansim.results import write_csv
+from swansim.results import write_csv, write_manifest
 from swansim.runs.driver import REQUEST_BATCHES
 from swansim.policies.base import policy_class
 from swansim.runs.overrides import parse_set
@@ -141,17 +141,18 @@ def compare_frame(cfg: CompareConfig, out: Path | str | None = None, jobs: int |
 
     def keep(i: int, row: dict) -> None:
         done[i] = row
-        if out is not None:
+        if out is not None:   # the table and a manifest that describes it, after every row
             write_csv(pd.DataFrame([done[k] for k in sorted(done)], columns=columns), out / "compare.csv")
+            write_manifest(out, asdict(cfg), seed=cfg.seed, files=["compare.csv"], rows_done=len(done),
+                           rows_planned=len(runs))
+
+    if out is not None:   # a manifest of an earlier comparison must not describe this one's files
+        (out / "manifest.json").unlink(missing_ok=True)
 
     args = [(cfg, rc, oracles.get((rc.device, rc.model, rc.runtime, rc.overrides))) for rc in runs]
     rows = run_all(_row, args, jobs, desc="compare", on_result=keep, progress=progress,
                    labels=[f"{rc.device} {rc.model} {rc.policy} {dict(rc.overrides) or ''}" for rc in runs])
-    df = pd.DataFrame(rows, columns=columns)
-    if out is not None:
-        from swansim.results import write_manifest
-        write_manifest(out, asdict(cfg), seed=cfg.seed, files=["compare.csv"])
-    return df
+    return pd.DataFrame(rows, columns=columns)
 
 
 def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorch-default"), trace=None,
