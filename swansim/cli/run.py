@@ -71,7 +71,7 @@ def run(args) -> int:
     if args.perfetto is not None:
         from swansim.runs.perfetto import write_perfetto
         write_perfetto(result, args.perfetto)
-    out = result.write(args.out, perfetto=args.perfetto)
+    out = result.write(args.out, also=(args.perfetto,) if args.perfetto else (), perfetto=args.perfetto)
     s = result.summary
     owner = f"jank {s['jank_pct']:.2f} % of {s['frames']} frames" if s["frames"] else "no app ran"
     declined = ", ".join(f"{k[9:]} {v}" for k, v in s.items() if k.startswith("declined_") and v)

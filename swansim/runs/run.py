@@ -139,13 +139,15 @@ class RunResult:
         """Every file `write` puts in its directory."""
         return (*(f"{t}.csv" for t in cls.TABLES), "summary.csv", "manifest.json")
 
-    def write(self, out: Path | str, **manifest_extra) -> Path:
-        """Every table as CSV, the summary, and a manifest under ``out``."""
+    def write(self, out: Path | str, also: tuple[str | Path, ...] = (), **manifest_extra) -> Path:
+        """Every table as CSV, the summary, and a manifest under ``out``; ``also``: files written
+        there beside them (a Perfetto trace) that the manifest lists too."""
         from swansim.results import write_csv, write_manifest
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        files = []
+        files = [str(Path(f).resolve().relative_to(out.resolve())) for f in also
+                 if Path(f).resolve().parent == out.resolve()]
         for name in self.TABLES:
             write_csv(getattr(self, name), out / f"{name}.csv")
             files.append(f"{name}.csv")
