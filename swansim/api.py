@@ -5,21 +5,12 @@ unless ``progress=False``, and returns tidy pandas frames.
 """
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from swansim.errors import InputError
-
-
-def _known(cls, kwargs: dict, where: str) -> dict:
-    """``kwargs`` if each names a field of the dataclass ``cls``; else one InputError."""
-    names = [f.name for f in fields(cls)]
-    for k in kwargs:
-        if k not in names:
-            raise InputError(where, k, f"unknown keyword (valid: {', '.join(names)})")
-    return kwargs
+from swansim import checks
 
 
 def simulate_fleet(model: str = "resnet34", policies=("swan", "pytorch-default"), out: str | Path = "results/fleet",
@@ -43,7 +34,7 @@ def simulate_fleet(model: str = "resnet34", policies=("swan", "pytorch-default")
 
     if isinstance(policies, str):
         policies = tuple(p.strip() for p in policies.split(",") if p.strip())
-    cfg = FleetConfig(**_known(FleetConfig, {"model": model, "policies": tuple(policies), **config}, "fleet"))
+    cfg = FleetConfig(**checks.keywords({"model": model, "policies": tuple(policies), **config}, FleetConfig, "swansim.simulate_fleet"))
     result, _ = run_policy_fleet(cfg, out, jobs, progress=progress, no_limit=no_limit)
     return result
 
@@ -84,7 +75,7 @@ def ux(out: str | Path = "results/ux", plots: bool = True, jobs: int | None = No
     for key in ("devices", "models"):
         if isinstance(config.get(key), str):
             config[key] = tuple(n.strip() for n in config[key].split(",") if n.strip())
-    cfg = replace(UxConfig(), **_known(UxConfig, config, "ux"))
+    cfg = replace(UxConfig(), **checks.keywords(config, UxConfig, "swansim.ux"))
     return run_ux(cfg, out, plots, jobs, progress)
 
 

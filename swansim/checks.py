@@ -56,6 +56,18 @@ def work(estimate: float, bound: float, unit: str, where: str, no_limit: bool = 
     return estimate
 
 
+def keywords(kwargs: dict, config, where: str) -> dict:
+    """``kwargs`` if each is a field of the dataclass ``config``; else one InputError naming the
+    keyword as the caller spelled it, the nearest field and the valid ones."""
+    from dataclasses import fields
+
+    names = [f.name for f in fields(config)]
+    for k in kwargs:
+        if k not in names:
+            raise InputError(where, k, f"unknown keyword{did_you_mean(k, names)} (valid: {', '.join(names)})")
+    return kwargs
+
+
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """The nearest known name as " (did you mean 'x'?)", or "" if none is near. Names match
     exactly everywhere; one that differs only in case is named as the nearest."""

@@ -221,3 +221,14 @@ def test_the_python_api_covers_the_commands(tmp_path):
         swansim.simulate_fleet("resnet34", client=10, out=tmp_path / "g")
     for fn in (swansim.simulate_fleet, swansim.thermal, swansim.ux):
         assert "Keywords" in fn.__doc__
+
+
+def test_a_wrong_api_keyword_is_one_line_naming_the_nearest():
+    import swansim
+    from swansim.errors import InputError
+
+    with pytest.raises(InputError, match="bench_at.*did you mean 'bench_at_s'"):
+        swansim.run("pixel3", "resnet34", "swan", bench_at=10)
+    with pytest.raises(InputError, match="durations_s.*did you mean 'duration_s'") as e:
+        swansim.compare(["pixel3"], ["resnet34"], ["swan"], durations_s=10)
+    assert e.value.where == "swansim.compare"

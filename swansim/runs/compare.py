@@ -163,6 +163,7 @@ def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorc
     def listed(v):   # one rule for list arguments: a string is a comma-separated list
         return tuple(n.strip() for n in v.split(",") if n.strip()) if isinstance(v, str) else tuple(v)
 
+    checks.keywords(kwargs, CompareConfig, "swansim.compare")
     devices, models, policies = listed(devices), listed(models), listed(policies)
     sets = tuple((k, tuple(str(v) for v in vs)) for k, vs in (sets or {}).items())
     cfg = CompareConfig(devices=tuple(devices), models=tuple(models), policies=tuple(policies), trace=trace,

@@ -376,7 +376,9 @@ def run(device: str = "pixel3", model: str = "resnet34", policy: str = "swan", d
         trace: str | None = None, user: str | None = None, synthetic: bool = False, seed: int = 0,
         start_s: float | None = None, progress: bool = True, **kwargs) -> RunResult:
     """The public API: one run, its tables as DataFrames (``result.batches``, ``.decisions``...);
-    ``progress=False`` silences the bar on stderr. Other keywords are `RunConfig` fields."""
+    ``progress=False`` silences the bar on stderr. Other keywords are `RunConfig` fields; an
+    unknown one is one InputError naming the nearest."""
+    checks.keywords(kwargs, RunConfig, "swansim.run")
     return run_policy(RunConfig(device=device, model=model, policy=policy, duration_s=duration_s, trace=trace,
                                 user=user, synthetic=synthetic, seed=seed, start_s=start_s, **kwargs),
                       progress=progress)
