@@ -10,7 +10,9 @@ are re-pinned or the pool grows (migrations are counted and the master pays a sw
 Waiting is libgomp's: a thread that waits - a worker at the barrier and in the pool between
 regions, the master at the join - spins for the runtime's spin budget (holding its core,
 burning power) and then sleeps; a sleeping thread starts again only after its core's wake-up
-latency (idle, not busy), and its waker pays the futex_wake.
+latency (idle, not busy), and its waker pays the futex_wake. A per-group loop (one region
+repeated) is run as one macro region whose busy and idle shares per thread come from the cost
+model's ``time_region`` at the current frequencies.
 
 With the runtime's BLAS pool enabled (`dnn.runtime.BlasParams`: OpenBLAS's own pthreads server,
 as Swan's build had), a GEMM region whose call is large enough runs on that pool instead: the
@@ -18,9 +20,7 @@ master (the BLAS caller) and the pool's workers each compute an equal share, the
 with the last of them; the workers then spin for the pool's ``spin_s`` (0.109 s in OpenBLAS
 0.3.18) and sleep. The pool holds one thread per CPU the process may use at start (the choice's
 cores for a pinned choice, or the process's cpuset), so its spinning workers compete with the
-OpenMP team for the cores. A per-group loop (one region
-repeated) is run as one macro region whose busy and idle shares per thread come from the cost
-model's ``time_region`` at the current frequencies.
+OpenMP team for the cores. Both pools wait alike (`_take`, `_wait`): poll for a budget, then sleep.
 
 The job's control flow (batches, layers, regions) is a generator driven by callbacks, not a
 SimPy process: it yields a piece of work (`_Work`), a forked team (`_Team`) or a SimPy event,
@@ -254,49 +254,61 @@ class TrainingJob:
             yield _Work(self.pool[0], 1.0, tuple(1.0 / c for c in cycles))
 
     def _stop_worker(self, i: int) -> float:
-        """Take worker ``i`` out of the pool wait; returns its wake-up delay (0 if spinning)."""
-        w = self._workers[i]
+        """Take OpenMP worker ``i`` out of the pool wait; returns its wake-up delay (0 if spinning)."""
+        return self._take(self.pool[i], self._workers[i])
+
+    def _park(self, i: int) -> None:
+        """OpenMP worker ``i`` (spinning at the barrier) waits in the pool: spin for the budget, then sleep."""
+        self._wait(self.pool[i], self._workers[i], self._spin_s(i))
+
+    def _take(self, th, w: _Worker) -> float:
+        """Take a waiting thread (of either pool) out of its wait; its wake-up delay (0 if it
+        was spinning)."""
         w.token += 1
         if w.state == "spin":
-            self.sched.stop(self.pool[i])
+            self.sched.stop(th)
             w.state = "busy"
             return 0.0
         if w.state == "sleep":
             w.state = "busy"
-            return self._wake_latency(i)
+            return self._wake_latency_of(th)
         return 0.0
 
-    def _park(self, i: int) -> None:
-        """Worker ``i`` (spinning at the barrier) waits in the pool: spin for the budget, then sleep."""
-        w = self._workers[i]
+    def _wait(self, th, w: _Worker, spin_s: float) -> None:
+        """A thread (of either pool) waits for work: polls for ``spin_s``, holding its core and
+        burning power, then sleeps."""
         w.token += 1
-        if self._spin_cyc[self._cluster(i)] <= 0:
-            self.sched.stop(self.pool[i])
+        if spin_s <= 0:
+            self.sched.stop(th)
             w.state = "sleep"
             return
         w.state = "spin"
-        th = self.pool[i]
         if not th.runnable:
-            self.sched.spin(th)   # holds its core (and burns power) while it polls
+            self.sched.spin(th)
         tok = w.token
-        self.env.call_in(self._spin_s(i), lambda: self._fall_asleep(i, tok))
+        self.env.call_in(spin_s, lambda: self._fall_asleep(th, w, tok))
 
-    def _fall_asleep(self, i: int, tok: int) -> None:
-        w = self._workers[i]
+    def _fall_asleep(self, th, w: _Worker, tok: int) -> None:
         if w.token == tok and w.state == "spin":
-            self.sched.stop(self.pool[i])
+            self.sched.stop(th)
             w.state = "sleep"
 
+    @staticmethod
+    def _cpu_of(th) -> int:
+        """Where a thread runs, or (not placed now) the first cpu it may use."""
+        return th.cpu if th.cpu is not None else th.affinity[0]
+
     def _cluster(self, i: int) -> int:
-        th = self.pool[i]
-        cpu = th.cpu if th.cpu is not None else th.affinity[0]
-        return self.platform.cluster_of_cpu[cpu]
+        return self.platform.cluster_of_cpu[self._cpu_of(self.pool[i])]
 
     def _freq_hz(self, i: int) -> float:
         return self.platform.freq_mhz[self._cluster(i)] * 1e6
 
     def _wake_latency(self, i: int) -> float:
-        return self.runtime.family[self.view.family[self._cluster(i)]].wake_latency_s
+        return self._wake_latency_of(self.pool[i])
+
+    def _wake_latency_of(self, th) -> float:
+        return self.runtime.family[self.view.family[self.platform.cluster_of_cpu[self._cpu_of(th)]]].wake_latency_s
 
     def _spin_s(self, i: int) -> float:
         """How long thread ``i`` spins before it sleeps, at its core's present clock."""
@@ -357,9 +369,7 @@ class TrainingJob:
         if self.record_layers:
             b = self.batch_index
             for i in range(n):
-                th = self.pool[i]
-                cpu = th.cpu if th.cpu is not None else th.affinity[0]
-                self.thread_rows.append((b, layer, phase, r.op, i, cpu, fork, finishes[i],
+                self.thread_rows.append((b, layer, phase, r.op, i, self._cpu_of(self.pool[i]), fork, finishes[i],
                                          r.team[i].units * r.repeat))
 
     def _repeat_plan(self, r: Region):
@@ -493,7 +503,7 @@ class TrainingJob:
             if i == 0:
                 sched.spin(master)          # the caller waits for its workers (exec_blas_async_wait)
             else:
-                self._blas_park(i - 1)
+                self._wait(self.blas_pool[i - 1], self._blas_workers[i - 1], self._blas.spin_s)
             team.left -= 1
             if team.left == 0:
                 team.resume()
@@ -504,43 +514,18 @@ class TrainingJob:
 
         start(0)
         for j in range(n - 1):
-            bw = self._blas_workers[j]
-            bw.token += 1
-            th = self.blas_pool[j]
-            if bw.state == "spin":
-                sched.stop(th)
-                bw.state = "busy"
-                start(j + 1)
+            delay_s = self._take(self.blas_pool[j], self._blas_workers[j])
+            if delay_s > 0:
+                self.env.call_in(delay_s, lambda i=j + 1: start(i))
             else:
-                bw.state = "busy"
-                k = self.platform.cluster_of_cpu[th.cpu if th.cpu is not None else th.affinity[0]]
-                self.env.call_in(self.runtime.family[self.view.family[k]].wake_latency_s,
-                                 lambda i=j + 1: start(i))
+                start(j + 1)
         yield team
         sched.stop(master)
         if self.record_layers:
             b = self.batch_index
             threads = [master, *self.blas_pool[:n - 1]]
             for i, th in enumerate(threads):
-                cpu = th.cpu if th.cpu is not None else th.affinity[0]
-                self.thread_rows.append((b, layer, phase, r.op, -i if i else 0, cpu, fork, finishes[i], share))
-
-    def _blas_park(self, j: int) -> None:
-        """BLAS worker ``j`` polls for work for the pool's ``spin_s``, then sleeps."""
-        w = self._blas_workers[j]
-        w.token += 1
-        w.state = "spin"
-        th = self.blas_pool[j]
-        if not th.runnable:
-            self.sched.spin(th)
-        tok = w.token
-
-        def sleep() -> None:
-            if w.token == tok and w.state == "spin":
-                self.sched.stop(th)
-                w.state = "sleep"
-
-        self.env.call_in(self._blas.spin_s, sleep)
+                self.thread_rows.append((b, layer, phase, r.op, -i, self._cpu_of(th), fork, finishes[i], share))
 
     # -- results --------------------------------------------------------------------------
 
