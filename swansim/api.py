@@ -32,9 +32,7 @@ def simulate_fleet(model: str = "resnet34", policies=("swan", "pytorch-default")
     from swansim.fleet.local import run_policy_fleet
     from swansim.fleet.run import FleetConfig
 
-    if isinstance(policies, str):
-        policies = tuple(p.strip() for p in policies.split(",") if p.strip())
-    cfg = FleetConfig(**checks.keywords({"model": model, "policies": tuple(policies), **config}, FleetConfig, "swansim.simulate_fleet"))
+    cfg = FleetConfig(**checks.keywords({"model": model, "policies": checks.listed(policies), **config}, FleetConfig, "swansim.simulate_fleet"))
     result, _ = run_policy_fleet(cfg, out, jobs, progress=progress, no_limit=no_limit)
     return result
 
@@ -53,8 +51,8 @@ def thermal(devices=None, minutes: float = 30.0, out: str | Path = "results/ther
     """
     from swansim.runs.thermal import run_thermal
 
-    if isinstance(devices, str):
-        devices = [d.strip() for d in devices.split(",") if d.strip()]
+    if devices is not None:
+        devices = list(checks.listed(devices))
     return run_thermal(out, devices, minutes, sample_s, governor, thermal_governor, plots, jobs, progress, seed)
 
 
@@ -73,8 +71,8 @@ def ux(out: str | Path = "results/ux", plots: bool = True, jobs: int | None = No
     from swansim.runs.ux import UxConfig, run_ux
 
     for key in ("devices", "models"):
-        if isinstance(config.get(key), str):
-            config[key] = tuple(n.strip() for n in config[key].split(",") if n.strip())
+        if key in config:
+            config[key] = checks.listed(config[key])
     cfg = replace(UxConfig(), **checks.keywords(config, UxConfig, "swansim.ux"))
     return run_ux(cfg, out, plots, jobs, progress)
 

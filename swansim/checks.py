@@ -56,6 +56,13 @@ def work(estimate: float, bound: float, unit: str, where: str, no_limit: bool = 
     return estimate
 
 
+def listed(value) -> tuple:
+    """One rule for list arguments: a string is a comma-separated list, anything else an iterable."""
+    if isinstance(value, str):
+        return tuple(n.strip() for n in value.split(",") if n.strip())
+    return tuple(value)
+
+
 def keywords(kwargs: dict, config, where: str) -> dict:
     """``kwargs`` if each is a field of the dataclass ``config``; else one InputError naming the
     keyword as the caller spelled it, the nearest field and the valid ones."""

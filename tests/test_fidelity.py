@@ -7,7 +7,6 @@ A510 complexes, and the Fig. 3 validation points pinned at the values the code g
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st

@@ -2,7 +2,6 @@
 its quick Python example prints what the README quotes."""
 from pathlib import Path
 
-import pytest
 
 from swansim.dnn.calibrate import closeness_markdown, read_ledger, readme_block
 

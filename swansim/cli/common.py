@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from swansim.checks import listed
+
 
 def add_jobs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=None,
@@ -17,9 +19,7 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 def split_names(text: str | None) -> tuple[str, ...] | None:
     """A comma-separated list (None stays None: the command's default). An empty list is
     passed on: the library refuses it, naming the option."""
-    if text is None:
-        return None
-    return tuple(n.strip() for n in text.split(",") if n.strip())
+    return None if text is None else listed(text)
 
 
 def out_under(out: str, name: str):

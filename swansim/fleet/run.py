@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import pickle
 import re
 from dataclasses import asdict, dataclass

@@ -32,7 +32,7 @@ from swansim.pool import check_jobs, run_all
 from swansim.results import write_csv, write_manifest
 from swansim.runs.driver import REQUEST_BATCHES
 from swansim.policies.base import policy_class
-from swansim.runs.overrides import parse_set
+from swansim.runs.overrides import distinct_values
 from swansim.runs.run import RunConfig, measure_choice, oracle_tasks, run_policy
 from swansim.runs.usage import usage_of
 from swansim.runs.scenarios import WARMUP_S
@@ -91,7 +91,7 @@ class CompareConfig:
             policy_class(p, "--policies")
         checks.seed(self.seed)
         for f, values in self.sets:
-            parse_set(f"{f}={','.join(values)}")   # a value swept twice is refused
+            distinct_values(f, values)
         fields = [f for f, _ in self.sets]
         if len(set(fields)) != len(fields):
             raise InputError("--set", "set", "a field is swept twice")
@@ -160,11 +160,8 @@ def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorc
             **kwargs) -> pd.DataFrame:
     """The public API: ``sets`` maps a dotted profile path to the values to sweep; ``progress=False``
     silences the bar on stderr."""
-    def listed(v):   # one rule for list arguments: a string is a comma-separated list
-        return tuple(n.strip() for n in v.split(",") if n.strip()) if isinstance(v, str) else tuple(v)
-
     checks.keywords(kwargs, CompareConfig, "swansim.compare")
-    devices, models, policies = listed(devices), listed(models), listed(policies)
+    devices, models, policies = checks.listed(devices), checks.listed(models), checks.listed(policies)
     sets = tuple((k, tuple(str(v) for v in vs)) for k, vs in (sets or {}).items())
     cfg = CompareConfig(devices=tuple(devices), models=tuple(models), policies=tuple(policies), trace=trace,
                         synthetic=synthetic, duration_s=duration_s, sets=sets, **kwargs)

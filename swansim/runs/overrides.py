@@ -121,7 +121,12 @@ def parse_set(text: str) -> tuple[str, tuple[str, ...]]:
     vals = tuple(v.strip() for v in values.split(",") if v.strip())
     if not sep or not field or not vals:
         raise InputError("--set", "set", f"expected FIELD=V1,V2,..., got {text!r}")
-    twice = sorted({v for v in vals if vals.count(v) > 1})
+    return field, distinct_values(field, vals)
+
+
+def distinct_values(field: str, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``values`` of one swept field, refused if one is given twice (the same configuration twice)."""
+    twice = sorted({v for v in values if values.count(v) > 1})
     if twice:
         raise InputError("--set", field, f"value {twice[0]!r} given twice (each would run the same configuration)")
-    return field, vals
+    return values
