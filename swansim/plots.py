@@ -301,12 +301,14 @@ def fleet_curves(rounds: dict[str, pd.DataFrame], summaries: dict[str, pd.DataFr
     for j, (task, df) in enumerate(rounds.items()):
         summary = summaries[task].set_index("policy")
         policies = list(dict.fromkeys(df["policy"]))
+        online = df["clients_online"]
         for k, policy in enumerate(policies):
             g = df[df["policy"] == policy]
             # distinct styles and widths: lines that coincide stay visible
-            kw = dict(ls=styles[k % len(styles)], lw=2.2 - 0.6 * k, color=f"C{k}", label=policy)
+            kw = dict(ls=styles[k % len(styles)], lw=max(0.8, 2.2 - 0.6 * k), color=f"C{k}", label=policy)
             axes[0, j].plot(g["time_h"], g["accuracy"], **kw)
-            axes[3, j].plot(g["time_h"], g["clients_online"], **kw)
+            if online.nunique() > 1:
+                axes[3, j].plot(g["time_h"], g["clients_online"], **kw)
         if target_accuracy is not None:
             axes[0, j].axhline(target_accuracy, color="grey", ls=":", lw=0.8, label=f"target {target_accuracy:g}")
         axes[0, j].set_title(task, fontsize=9)
@@ -328,18 +330,16 @@ def fleet_curves(rounds: dict[str, pd.DataFrame], summaries: dict[str, pd.DataFr
             ax.set_xticklabels(policies, fontsize=8)
             ax.set_ylabel(unit)
             ax.set_ylim(0, max([v for v in vals if not pd.isna(v)] or [1.0]) * 1.45)
-        online = df["clients_online"]
-        axes[3, j].set_xlabel("simulated time (h)")
-        axes[3, j].set_ylabel("clients online (count)")
-        axes[3, j].set_ylim(bottom=0)
-        if online.nunique() == 1:
-            axes[3, j].cla()
+        if online.nunique() > 1:
+            axes[3, j].set_xlabel("simulated time (h)")
+            axes[3, j].set_ylabel("clients online (count)")
+            axes[3, j].set_ylim(bottom=0)
+            axes[3, j].legend(fontsize=7)
+        else:   # a flat line says nothing a sentence does not
             axes[3, j].axis("off")
             axes[3, j].text(0.5, 0.5, f"{int(online.iloc[0])} clients online throughout\n"
                             f"(nobody ran out of energy budget in {df['time_h'].max():.2g} simulated h)",
                             ha="center", va="center", fontsize=8, transform=axes[3, j].transAxes)
-        else:
-            axes[3, j].legend(fontsize=7)
     fig.suptitle("The learner: FedAvg of a multinomial logistic regression on FedProx Synthetic(1, 1).\n"
                  "Each phone's local training costs (time, energy) what the named task costs on that phone.",
                  fontsize=9)
