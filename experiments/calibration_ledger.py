@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -110,12 +111,12 @@ def summary(rows: list[dict]) -> list[str]:
             res = [abs(float(r["residual"])) for r in rs]
             worst = max(rs, key=lambda r: abs(float(r["residual"])))
             if "points" in rs[0]["unit"]:
-                out.append(f"{fig:<14} {role:<11} n={len(rs):<3} |residual| median {sorted(res)[len(res) // 2]:.1f} pp, "
+                out.append(f"{fig:<14} {role:<11} n={len(rs):<3} |residual| median {statistics.median(res):.1f} pp, "
                            f"worst {worst['point']} {float(worst['predicted']):.1f} vs {float(worst['target']):.1f}")
             else:
                 logs = [abs(math.log(float(r["predicted"]) / float(r["target"]))) for r in rs]
                 out.append(f"{fig:<14} {role:<11} n={len(rs):<3} geo-mean error x{math.exp(sum(logs) / len(logs)):.2f}, "
-                           f"median |err| {100 * sorted(res)[len(res) // 2]:.0f}%, worst {worst['point']} "
+                           f"median |err| {100 * statistics.median(res):.0f}%, worst {worst['point']} "
                            f"({100 * float(worst['residual']):+.0f}%)")
     return out
 

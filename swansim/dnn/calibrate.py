@@ -356,7 +356,7 @@ def closeness_markdown(rows: Sequence[dict]) -> str:
 
 
 def readme_block(text: str) -> str:
-    """The table between the README's markers (the whole text if they are missing)."""
+    """The table between the README's markers; a ValueError if they are missing."""
     if README_BEGIN not in text or README_END not in text:
         raise ValueError("the README has no closeness-table markers")
     return text.split(README_BEGIN, 1)[1].split(README_END, 1)[0].strip()

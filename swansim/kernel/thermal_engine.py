@@ -55,11 +55,11 @@ class ThermalEngine:
         self.level_log: list[tuple[float, int, str, float, int, int]] = []
         self.shutdown_s: float | None = None
         self.n_samples = 0
-        self.process = None
+        self.processes: list = []   # one SimPy process per sampling period
 
     def start(self) -> None:
         periods = sorted({r.sampling_ms for r in self.spec.rules})
-        self.process = [self.env.process(self._run(ms)) for ms in periods]
+        self.processes = [self.env.process(self._run(ms)) for ms in periods]
 
     def _run(self, period_ms: float):
         rules = [i for i, r in enumerate(self.spec.rules) if r.sampling_ms == period_ms]
