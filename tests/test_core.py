@@ -1,4 +1,4 @@
-"""The silicon and the fluid scheduler: closed forms and invariants."""
+"""The silicon and the scheduler: closed forms and invariants."""
 import math
 
 import numpy as np
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from swansim.hw.platform import Platform
 from swansim.hw.power import dynamic_power_w
 from swansim.hw.profile import Catalogue
-from swansim.kernel.sched import Environment, Scheduler, nice_to_weight
+from swansim.kernel.sched import SCHED_LATENCY_S, Environment, Scheduler, nice_to_weight
 
 CAT = Catalogue.load()
 
@@ -35,7 +35,9 @@ def finish_times(env, sched, jobs):
     return out
 
 
-def test_weights_share_one_core_exactly():
+def test_weights_share_one_core_by_turns():
+    """CFS turns: over a period each thread holds the core its weight's share of the time, so a
+    heavy and a light thread end within one turn of the fluid share, and the core never idles."""
     env, plat, sched = make()
     f_hz = plat.freq_mhz[1] * 1e6
     heavy = sched.spawn("heavy", [4], nice=0)
@@ -43,11 +45,27 @@ def test_weights_share_one_core_exactly():
     assert (heavy.weight, light.weight) == (1024, 110)
     work = f_hz * 1.0  # one second of the core alone, at 1 unit/cycle
     done = finish_times(env, sched, [(heavy, work, (1.0, 1.0)), (light, work, (1.0, 1.0))])
-    t_heavy = 1134 / 1024  # heavy gets 1024/1134 of the core until it is done
-    assert done["heavy"] == pytest.approx(t_heavy, rel=1e-12)
-    # the light thread got 110/1134 of the core meanwhile, then the whole core
-    assert done["light"] == pytest.approx(t_heavy + (1 - t_heavy * 110 / 1134), rel=1e-12)
+    t_heavy = 1134 / 1024  # the fluid share: heavy gets 1024/1134 of the core until it is done
+    assert abs(done["heavy"] - t_heavy) <= SCHED_LATENCY_S * 1024 / 1134 + 1e-9
     assert done["light"] == pytest.approx(2.0, rel=1e-12)
+
+
+def test_a_woken_sleeper_preempts_and_a_runner_waits_its_turn():
+    """check_preempt_wakeup: a thread that slept longer than the wakeup granularity takes the
+    core from a spinner at once; a thread that never slept waits for the spinner's turn."""
+    env, plat, sched = make()
+    f_hz = plat.freq_mhz[1] * 1e6
+    spinner, sleeper = sched.spawn("spin", [4]), sched.spawn("sleeper", [4])
+    sched.spin(spinner)
+    env.run(until=1.0)
+    done = finish_times(env, sched, [(sleeper, f_hz * 0.001, (1.0, 1.0))])
+    assert done["sleeper"] == pytest.approx(1.001, rel=1e-9)   # 1 ms of work, no wait
+    sched.stop(spinner)
+    sched.spin(spinner)          # a spinner alone again: it holds the core from now
+    runner = sched.spawn("runner", [4])
+    done = finish_times(env, sched, [(runner, f_hz * 0.001, (1.0, 1.0))])
+    # new, one virtual slice behind: it waits for the spinner's turn (half a period), then runs
+    assert done["runner"] == pytest.approx(1.001 + SCHED_LATENCY_S / 2 + 0.001, rel=1e-9)
 
 
 def test_region_over_big_and_little_ends_with_the_little_share():
@@ -126,12 +144,14 @@ def test_dram_bandwidth_bounds_rates():
 
 
 def test_spinning_holds_the_core_without_progress():
+    """A spinner keeps its core busy and takes its turns: a worker next to it gets half the
+    core over time, ending within one turn of the fluid 2 s."""
     env, plat, sched = make()
     spinner, worker = sched.spawn("spin", [4]), sched.spawn("work", [4])
     sched.spin(spinner)
     f_hz = plat.freq_mhz[1] * 1e6
     done = finish_times(env, sched, [(worker, f_hz, (1.0, 1.0))])
-    assert done["work"] == pytest.approx(2.0, rel=1e-12)  # half the core for 2 s
+    assert abs(done["work"] - 2.0) <= SCHED_LATENCY_S / 2 + 1e-9
     assert plat.util[4] == 1.0
     sched.stop(spinner)
     env.run(until=3.0)
@@ -157,10 +177,10 @@ def test_one_core_is_work_conserving(jobs):
     threads = [(sched.spawn(f"t{i}", [5], nice=n), a, (1.0, 1.0)) for i, (n, a) in enumerate(jobs)]
     done = finish_times(env, sched, threads)
     assert max(done.values()) == pytest.approx(sum(a for _, a in jobs) / f_hz, rel=1e-9)
-    # a heavier thread with no more work never finishes later than a lighter one
+    # a heavier thread with no more work never finishes more than a turn after a lighter one
     for (ti, ai, _), (tj, aj, _) in zip(threads, threads[1:]):
         if ti.weight >= tj.weight and ai <= aj:
-            assert done[ti.name] <= done[tj.name] * (1 + 1e-9)
+            assert done[ti.name] <= done[tj.name] + SCHED_LATENCY_S
 
 
 def test_nice_weights_follow_cfs():

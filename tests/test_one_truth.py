@@ -60,7 +60,9 @@ def test_one_warmup_for_the_owners_benchmark():
 def test_a_run_and_the_batch_model_boot_the_same_kernel():
     """PyTorch's default on the OnePlus 8 depends on the kernel (WALT and core_ctl put the
     unpinned team on the little cores, 3.5 s a ResNet-34 batch against 0.4 s on 4567): the
-    policy runs and the batch model (landscape, fleet) must agree on it."""
+    policy runs and the batch model (landscape, fleet) must agree on it (within 3%: threads
+    sharing a core take CFS turns, so a batch's latency moves with the turns' phase at its
+    start, a few 24 ms turns in 3.5 s)."""
     from swansim.batchmodel import BatchKey, simulate_batch
     from swansim.runs.run import RunConfig, run_policy
 
@@ -68,7 +70,7 @@ def test_a_run_and_the_batch_model_boot_the_same_kernel():
     cost = simulate_batch(BatchKey("oneplus8", "resnet34", pytorch_default(soc)), record_layers=False)
     r = run_policy(RunConfig(device="oneplus8", model="resnet34", policy="pytorch-default", duration_s=12.0),
                    subtract_background=False)
-    assert r.batches["latency_s"].iloc[1:].mean() == pytest.approx(cost.latency_s, rel=0.02)
+    assert r.batches["latency_s"].iloc[1:].mean() == pytest.approx(cost.latency_s, rel=0.03)
 
 
 def _literals(tree):

@@ -26,7 +26,7 @@ per-group loop PyTorch 1.x runs for grouped convolutions):
      (exponential spread). Spinning is busy (power, utilisation), sleeping is idle.
 
 ``layer_regions`` gives the work items; the training job (swansim.dnn.training) runs them
-through the fluid scheduler and DVFS, and ``time_region`` times a per-group loop's repeats
+through the scheduler and DVFS, and ``time_region`` times a per-group loop's repeats
 (who spins, who sleeps) for it. What a whole batch costs is the simulation's answer alone
 (swansim.batchmodel); nothing here predicts it.
 """

@@ -1,8 +1,13 @@
-"""Fluid processor sharing: the CPU scheduler as a piecewise-linear process.
+"""The CPU scheduler as a piecewise-linear process: CFS turns on shared cores.
 
-Between changes every runnable thread progresses at a constant rate
-    rate = f_core * speed[cluster] * weight / (sum of weights on its core)
-scaled down, for threads that move memory, so that the total DRAM traffic fits the SoC's
+A core with more than one runnable thread runs one of them at a time, for a turn: CFS's period
+shared by weight (`SCHED_LATENCY_S`, at least `SCHED_MIN_GRANULARITY_S` a thread), in order of
+virtual runtime, a woken sleeper preempting (`Scheduler._slice`). Over a period each thread gets
+its weight's share, as in processor sharing; within one, a thread behind a spinner waits, which
+is what a barrier over shared cores pays. Between changes the thread holding a core progresses
+at a constant rate
+    rate = f_core * speed[cluster]
+(the queued ones at 0), scaled down, for threads that move memory, so that the total DRAM traffic fits the SoC's
 bandwidth. Threads with latency-exposed DRAM misses (``misses_per_unit``) also pay memory
 queueing: with the memory controller's load rho = traffic / bandwidth, a miss costs
     L(rho) = L0 / (1 - rho), rho capped at RHO_CAP (L <= L0 / (1 - RHO_CAP)),
@@ -28,7 +33,7 @@ PELT and the power model see, averaged; a core shared with other threads is busy
 of them runs, taken as independent: 1 - prod(1 - duty)). Its CFS share is computed as if it
 ran all the time (an assumption: a co-runner does not get the gaps back).
 
-A change is a thread starting or finishing work, an affinity or frequency change.
+A change is a thread starting or finishing work, an affinity or frequency change, a turn's end.
 At a change the scheduler (1) advances work and the platform's energy/thermal integrals to
 now, (2) re-places threads on cores, (3) recomputes rates and (4) arms one timer for the next
 completion. Changes at the same instant are coalesced into one replan that runs when the
@@ -75,6 +80,14 @@ RHO_CAP = 0.75
 _RHO_TOL = 1e-9
 # PELT's utilisation half-life (kernel/sched/pelt.c: y^32 = 0.5 with 1 ms periods).
 PELT_HALF_LIFE_S = 0.032
+# CFS's period, minimum slice and wakeup granularity (kernel/sched/fair.c: 6 ms, 0.75 ms and
+# 1 ms, scaled by sched_tunable_scaling's default "log" factor 1 + ilog2(min(online cpus, 8)) = 4
+# on the eight-core SoCs this simulator models; no vendor init script of the modelled phones
+# writes them). Threads sharing a core run in turns of the period shared by weight, not as a
+# fluid: a team member behind a spinning thread waits for its turn (`Scheduler._slice`).
+SCHED_LATENCY_S = 0.024
+SCHED_MIN_GRANULARITY_S = 0.003
+SCHED_WAKEUP_GRANULARITY_S = 0.004
 # A thread is done when less than this much of its time at its current rate is left.
 _DONE_EPS_S = 1e-12
 
@@ -166,7 +179,7 @@ class Thread:
 
     __slots__ = ("tid", "name", "group", "weight", "affinity", "cpu", "remaining", "speed",
                  "bytes_per_unit", "misses_per_unit", "done", "rate", "cpu_time_s", "spinning", "l3",
-                 "idle_s_per_unit", "duty", "cgroup", "colocated")
+                 "idle_s_per_unit", "duty", "cgroup", "colocated", "lag_s", "vrt_s", "on_cpu", "left_s", "queued")
     # ``done``: the SimPy event to succeed, or a callable to call, when the work is done
     # ``cgroup``: its Android group (schedtune attributes, kernel.sched.WaltPlacement; "" = root);
     # ``colocated``: attached to its group's related thread group (an app ActivityManager moved)
@@ -187,6 +200,14 @@ class Thread:
         self.cpu_time_s = 0.0                # time runnable on a core (incl. shared time)
         self.spinning = False                # busy-waiting: occupies its core, no progress
         self.l3: L3Use | None = None         # its working set in the shared L3, if any
+        # CFS turns (`Scheduler._slice`): virtual runtime on its core, its lag behind the core's
+        # min_vruntime when it left the queue, the core whose queue it is (or was last) in,
+        # when it left (-inf: never queued), whether it is queued now
+        self.vrt_s = 0.0
+        self.lag_s = 0.0
+        self.on_cpu: int | None = None
+        self.left_s = -math.inf
+        self.queued = False
 
     @property
     def runnable(self) -> bool:
@@ -718,8 +739,11 @@ class WaltPlacement:
                 pool = fit or bigger
                 if pool:
                     dest = min(pool, key=lambda c: (self.rank[c], c)) if fit else max(pool, key=lambda c: (self.rank[c], -c))
-            elif count[c0] > 1:
-                fit = [c for c in idle if self.fits(d, self.rank[c], r0) and self.rank[c] >= r0] or \
+            if dest is None and count[c0] > 1:
+                # an idle sibling pulls a queued task whatever its demand (newidle balance in the
+                # cluster's MC domain; can_migrate_task only refuses the running one)
+                fit = [c for c in idle if self.rank[c] == r0] or \
+                      [c for c in idle if self.fits(d, self.rank[c], r0) and self.rank[c] >= r0] or \
                       [c for c in idle if self.fits(d, self.rank[c], r0)]
                 if fit:
                     dest = min(fit, key=lambda c: (self.rank[c] != r0, self.rank[c], c))
@@ -876,7 +900,7 @@ def resolve_placement(name: str, spec) -> str:
 
 
 class Scheduler:
-    """Fluid CFS over a platform's cores, driven by a SimPy environment."""
+    """CFS over a platform's cores, driven by a SimPy environment."""
 
     def __init__(self, env: simpy.Environment, platform: Platform, placement: Placement | None = None):
         if not hasattr(env, "at_instant_end"):
@@ -902,6 +926,11 @@ class Scheduler:
         self._due_s = math.inf      # when the next piece of work completes at the current rates
         self._timer_s = math.inf    # when the one pending completion timer fires (inf: none)
         self.n_replans = 0
+        # per core: the thread holding it, when its turn ends, the core's min_vruntime
+        self._curr: list[Thread | None] = [None] * platform.n_cpus
+        self._turn_start_s = [0.0] * platform.n_cpus
+        self._turn_end_s = [math.inf] * platform.n_cpus
+        self._min_vrt_s = [0.0] * platform.n_cpus
         self.mem_rho = 0.0      # memory-controller load seen by latency-exposed threads (last replan)
         # Called with no arguments at the end of every replan (cpufreq governors listen here).
         self.on_replan: list[Callable[[], None]] = []
@@ -965,6 +994,7 @@ class Scheduler:
         self._touch()
         t.spinning, t.done, t.remaining, t.rate, t.idle_s_per_unit = False, None, 0.0, 0.0, 0.0
         self._runnable.remove(t)
+        self._leave(t)
 
     def set_affinity(self, t: Thread, cpus: Iterable[int]) -> None:
         cpus = tuple(sorted(set(cpus)))
@@ -1021,6 +1051,9 @@ class Scheduler:
         for t in self._runnable:
             t.remaining -= t.rate * dt
             t.cpu_time_s += dt
+        for t in self._curr:
+            if t is not None:
+                t.vrt_s += dt * 1024.0 / t.weight
         self._time_s = now
         self.platform.advance(now)
 
@@ -1046,6 +1079,7 @@ class Scheduler:
                 break
             for t in finished:
                 self._runnable.remove(t)
+                self._leave(t)
                 done, t.done, t.remaining, t.rate, t.idle_s_per_unit = t.done, None, 0.0, 0.0, 0.0
                 if isinstance(done, simpy.Event):
                     done.succeed()
@@ -1063,25 +1097,108 @@ class Scheduler:
                 break
         self._replan_pending = False
 
+    def _leave(self, t: Thread) -> None:
+        """``t`` stops being runnable: it keeps its lag behind its core's min_vruntime. (If it
+        starts again within this instant it never left: `_slice` keeps its place and turn.)"""
+        if t.queued:
+            t.lag_s = t.vrt_s - self._min_vrt_s[t.on_cpu]
+            t.queued, t.left_s = False, self.env.now
+
+    def _slice(self, runnable: list[Thread]) -> None:
+        """CFS's turns on each core: who holds it now (``_curr``) and until when.
+
+        A thread arriving on a core is queued at its lag behind the core's min_vruntime: a new
+        thread one virtual slice behind (START_DEBIT), a moved one at the lag it had, a woken
+        one at its lag less its sleep, at most half a period ahead (GENTLE_FAIR_SLEEPERS). It
+        preempts the running thread when that one's vruntime is more than the wakeup granularity
+        ahead of it (check_preempt_wakeup). Otherwise the running thread keeps the core until its
+        turn (the period shared by weight, counted from when it took the core) is over, and the
+        thread with the least vruntime takes it (check_preempt_tick, pick_next_entity).
+        """
+        now = self.env.now
+        curr, start, end, minv = self._curr, self._turn_start_s, self._turn_end_s, self._min_vrt_s
+        holder: list = [None] * len(curr)
+        shared: dict[int, list[Thread]] = {}
+        for t in runnable:
+            c = t.cpu
+            h = holder[c]
+            if h is None:
+                holder[c] = t
+            elif c in shared:
+                shared[c].append(t)
+            else:
+                shared[c] = [h, t]
+        for c, t in enumerate(holder):
+            if c in shared:
+                continue
+            if t is None:
+                if curr[c] is not None:
+                    curr[c], end[c] = None, math.inf
+                continue
+            # alone on its core (the common case): it holds it, no turn to time
+            if not t.queued or t.on_cpu != c:
+                self._arrive(t, c, now, SCHED_LATENCY_S * 1024.0 / t.weight)
+            if curr[c] is not t:
+                curr[c], start[c] = t, now
+            end[c] = math.inf
+            if t.vrt_s > minv[c]:
+                minv[c] = t.vrt_s
+        for c, ts in shared.items():
+            cur = curr[c]
+            if cur is not None and cur not in ts:
+                cur = None
+            total_w = sum(t.weight for t in ts)
+            period_s = max(SCHED_LATENCY_S, len(ts) * SCHED_MIN_GRANULARITY_S)
+            vslice_s = period_s * 1024.0 / total_w
+            arrived = [t for t in ts if (not t.queued or t.on_cpu != c) and self._arrive(t, c, now, vslice_s)]
+            # on a tie the one that waited goes first (the running one is requeued to its right)
+            lead = min(ts, key=lambda t: (round(t.vrt_s, 12), t is cur))
+            minv[c] = max(minv[c], lead.vrt_s)
+            if cur is not None:
+                end[c] = start[c] + period_s * cur.weight / total_w
+                if now < end[c]:
+                    waker = min((t for t in arrived if t.vrt_s < cur.vrt_s), key=lambda t: t.vrt_s, default=None)
+                    if waker is None or cur.vrt_s - waker.vrt_s <= SCHED_WAKEUP_GRANULARITY_S * 1024.0 / waker.weight:
+                        continue
+                    lead = waker
+            curr[c], start[c], end[c] = lead, now, now + period_s * lead.weight / total_w
+
+    def _arrive(self, t: Thread, c: int, now: float, vslice_s: float) -> bool:
+        """Queue ``t`` on core ``c`` at its lag behind the core's min_vruntime (`_slice`); False
+        if it never left this core's queue."""
+        minv = self._min_vrt_s
+        if t.queued:                         # moved here from another core's queue
+            t.lag_s = t.vrt_s - minv[t.on_cpu]
+        elif t.left_s == -math.inf:          # new: one virtual slice behind
+            t.lag_s = vslice_s
+        elif t.left_s == now and t.on_cpu == c:
+            t.queued = True                  # ended one piece of work and began the next: never left
+            return False
+        else:                                # woke up
+            t.lag_s = max(t.lag_s - (now - t.left_s), -0.5 * SCHED_LATENCY_S)
+        t.vrt_s = minv[c] + t.lag_s
+        t.on_cpu, t.queued = c, True
+        return True
+
     def _share(self) -> None:
         """Rates of the placed runnable threads, the platform's activity, the next completion."""
         runnable = self._runnable
         p = self.platform
-        weight_on = [0.0] * p.n_cpus
         busy = [0.0] * p.n_cpus     # 1.0 where a thread runs (weights are positive)
+        self._slice(runnable)
+        curr = self._curr
         for t in runnable:
-            weight_on[t.cpu] += t.weight
             busy[t.cpu] = 1.0
         dram_bps = 0.0
         exposed = []
         freq, cl = p.freq_mhz, p.cluster_of_cpu
         gaps = False
         for t in runnable:
-            if t.spinning:
+            if t.spinning or curr[t.cpu] is not t:
                 t.rate = 0.0
                 continue
             k = cl[t.cpu]
-            t.rate = freq[k] * 1e6 * t.speed[k] * t.weight / weight_on[t.cpu]
+            t.rate = freq[k] * 1e6 * t.speed[k]
             if t.idle_s_per_unit > 0.0 and t.rate > 0.0:
                 t.rate = 1.0 / (1.0 / t.rate + t.idle_s_per_unit)
                 gaps = True
@@ -1162,6 +1279,9 @@ class Scheduler:
                 if left < dt:
                     dt = left
         now = self.env.now
+        turn_s = min(self._turn_end_s) - now
+        if turn_s < dt:
+            dt = max(turn_s, 0.0)
         self._due_s = now + dt
         if dt < math.inf and self._due_s < self._timer_s:
             self._set_timer(max(dt, 0.0))

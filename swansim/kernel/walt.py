@@ -10,7 +10,7 @@ The demand is max(last closed window, mean of the history), a share of a window:
 all the time on an A55 at its top clock has the A55's capacity as demand (~0.25-0.3). A new
 task starts with every entry at ``init_task_load_pct`` (15%).
 
-A task's scaled rate is constant between two changes of its state (the fluid scheduler's
+A task's scaled rate is constant between two changes of its state (the scheduler's
 plans), so `WaltDemand.advance` brings a task's windows up to date in closed form - no tick.
 
 **core_ctl** (msm kernel/sched/core_ctl.c): at every window rollover, per cluster with core_ctl

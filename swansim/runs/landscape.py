@@ -5,7 +5,7 @@ big+little sets flagged ``kind=mixed``, then PyTorch's default, the baseline). `
 the cores are (`dnn.choices.enumerate_choices`: little, big, prime - a prime core is one whose
 capacity stands above the rest, not merely a separate frequency domain - mixed, default);
 ``clusters`` names the profile's clusters the choice uses. Each row is the batch
-model's `simulate_batch` - the full device simulation (fluid scheduler, the cpufreq governor,
+model's `simulate_batch` - the full device simulation (the scheduler, the cpufreq governor,
 schedutil by default) of a cool phone, warm-up batches, then the mean of the measured ones:
 the very numbers the calibration fits. Choices are independent runs and go over a process
 pool (``jobs``); the numbers do not depend on it.
