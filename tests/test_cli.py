@@ -501,6 +501,23 @@ def test_one_rule_per_input_before_any_work(argv, where, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+# What a profile file may not say, --set may not say either (the loader reads it again).
+SET_REFUSED = ["thermal.polling_idle_ms=0", "ambient_c=1e308", "soc.leakage_doubling_c=0",
+               "soc.clusters.little.cpus[0]=7", "soc.dram_bandwidth_gbps=0", "soc.clusters.big.capacity_dmips_mhz=0",
+               "soc.clusters.big.opp_freq_mhz[1]=100", "ambient_c=-300", "display_refresh_hz=0",
+               "soc.clusters.little.capacity_dmips_mhz=4096", "thermal.trip_c[0]=inf"]
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+@pytest.mark.parametrize("setting", SET_REFUSED)
+def test_set_goes_through_the_profile_loader(command, setting, tmp_path):
+    with tripwire():
+        rc, _, err = run_main([command, "--set", setting, "--out", str(tmp_path / "o")])
+    assert_one_line_error(rc, err, "--set")
+    assert setting.split("=")[0] in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_differently_cased_name_is_suggested():
     with tripwire():
         rc, _, err = run_main(["run", "--device", "PIXEL3"])

@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--duration", type=float, default=120.0, help="simulated seconds per run (default: %(default)s)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=V1,V2",
-                   help="sweep a profile figure by dotted path, e.g. ambient_c=25,35 (repeatable)")
+                   help="sweep a profile figure by its key in the profile files (soc. for the SoC's), e.g. ambient_c=25,35 (repeatable)")
     p.add_argument("--no-ux", action="store_true", help="skip the Work-like benchmark runs (no ux_score_drop_pct column)")
     p.add_argument("--format", choices=("table", "csv"), default="table")
     p.add_argument("--out", default=None, help="write compare.csv (as rows finish) and a manifest here")

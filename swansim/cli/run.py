@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", type=float, default=300.0, help="simulated seconds (default: %(default)s)")
     p.add_argument("--request-batches", type=int, default=None, help="batches per training request (default: 20)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a profile figure by dotted path, e.g. soc.clusters.big.l2_kib_per_core=512")
+                   help="set a profile figure by its key in the profile files (soc. for the SoC's), as if the file said so, e.g. soc.clusters.big.l2_kib_per_core=512")
     p.add_argument("--out", default="results/run", help="output directory (default: %(default)s)")
     p.add_argument("--perfetto", default=None, metavar="FILE",
                    help="also write a trace for ui.perfetto.dev (gzip-compressed when FILE ends in .gz)")

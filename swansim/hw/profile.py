@@ -502,7 +502,7 @@ class _Table:
 _REQUIRED = object()
 
 
-def _read_toml(path: Path) -> dict:
+def read_toml(path: Path) -> dict:
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
@@ -639,9 +639,10 @@ def _check_rc(path: Path, rc: RCNetwork, heat_nodes: list[str]) -> None:
         raise InputError(path, "thermal_rc.edges_k_per_w", f"nodes with no path to ambient: {', '.join(sorted(lost))}")
 
 
-def load_soc(path: Path) -> SocSpec:
+def load_soc(path: Path, data: dict | None = None) -> SocSpec:
+    """An SoC file; ``data``: its content already read (and perhaps changed: `--set`)."""
     path = Path(path)
-    t = _Table(_read_toml(path), path, "")
+    t = _Table(read_toml(path) if data is None else data, path, "")
     raw_clusters = t.raw("clusters")
     if not isinstance(raw_clusters, list) or not raw_clusters:
         raise t.err("clusters", "missing: an SoC needs at least one [[clusters]] table")
@@ -657,6 +658,13 @@ def load_soc(path: Path) -> SocSpec:
     names = [c.name for c in clusters]
     if len(set(names)) != len(names):
         raise t.err("clusters", f"cluster names must be distinct, got {names}")
+    # The kernel numbers the smallest cores first and every profile lists its clusters so; a
+    # list out of that order would give a cluster named for one class the rank of another.
+    for i in range(1, len(clusters)):
+        if clusters[i].capacity < clusters[i - 1].capacity:
+            raise t.err(f"clusters[{i}].capacity_dmips_mhz",
+                        f"{clusters[i].name!r} is smaller than {clusters[i - 1].name!r} listed before it "
+                        "(capacity_dmips_mhz x top OPP; list clusters from the smallest to the biggest)")
     thermal = _thermal(t.sub("thermal"))
     rc = _rc(t.sub("thermal_rc"))
     _check_rc_partial(path, rc, names + ["soc"])
@@ -796,10 +804,12 @@ def _thermal_engine(t: _Table, soc: SocSpec, nodes: set[str]) -> ThermalEngineSp
     return spec
 
 
-def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None = None) -> DeviceSpec:
-    """Load a device file; ``soc_override`` puts another SoC in the same chassis."""
+def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None = None,
+                data: dict | None = None) -> DeviceSpec:
+    """Load a device file; ``soc_override`` puts another SoC in the same chassis; ``data``: the
+    file's content already read (and perhaps changed: `--set`)."""
     path = Path(path)
-    t = _Table(_read_toml(path), path, "")
+    t = _Table(read_toml(path) if data is None else data, path, "")
     soc_name = t.str("soc")   # read (and checked) even when another SoC goes in the chassis
     if soc_override:
         soc_name = soc_override
@@ -844,7 +854,7 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
         name=name, title=title, kind=kind, soc=soc,
         battery_capacity_mah=t.num("battery_capacity_mah", 100, 50000, "mAh", required=has_battery),
         battery_voltage_v=t.num("battery_voltage_v", 1, 20, "V", required=has_battery),
-        display_refresh_hz=t.num("display_refresh_hz", 0, 240, "Hz"),
+        display_refresh_hz=t.num("display_refresh_hz", 1, 240, "Hz"),
         base_power_mw=t.num("base_power_mw", 0, 20000, "mW"),
         screen_power_mw=t.num("screen_power_mw", 0, 20000, "mW"),
         ambient_c=t.num("ambient_c", -20, 60, "C"),
@@ -929,7 +939,7 @@ def validate_paths(paths: list[Path], root: Path = PROFILE_DIR) -> list[str]:
     cat = Catalogue.load(root)
     names = []
     for p in map(Path, paths):
-        data = _read_toml(p)
+        data = read_toml(p)
         if "clusters" in data:
             names.append(load_soc(p).name)
         else:
