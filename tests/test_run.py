@@ -193,6 +193,53 @@ def test_an_interrupted_compare_keeps_its_finished_rows(tmp_path, monkeypatch):
     assert manifest["files"]["compare.csv"]["bytes"] == (tmp_path / "compare.csv").stat().st_size
 
 
+@pytest.fixture(scope="module")
+def small_run():
+    return run_policy(RunConfig(device="pixel3", model=MODEL, policy="pytorch-default", duration_s=2.0),
+                      subtract_background=False)
+
+
+@pytest.mark.parametrize("stop_at", range(9))
+@pytest.mark.parametrize("how", ["between files", "inside a file"])
+def test_a_run_stopped_while_writing_leaves_complete_files_each_listed(small_run, stop_at, how, tmp_path,
+                                                                       monkeypatch):
+    """Stopped (a kill, Ctrl-C, a full disk) at any point of writing its results, over an earlier
+    run's: every file there is complete and the manifest lists exactly those, with their digests."""
+    import pandas as pd
+
+    from swansim import results
+    from swansim.results import sha256_of
+
+    out = tmp_path / "d"
+    small_run.write(out)                      # an earlier run's results in the same directory
+    (out / "batches.csv").write_text("stale\n")
+    real = results.write_csv
+    calls = []
+
+    def stopping(df, path, **kw):
+        calls.append(path)
+        if len(calls) > stop_at:
+            if how == "inside a file":        # part of the file on disk, then the stop
+                with results.atomic(path) as tmp:
+                    tmp.write_text(df.to_csv(index=False)[:100])
+                    raise KeyboardInterrupt
+            raise KeyboardInterrupt
+        return real(df, path, **kw)
+
+    monkeypatch.setattr(results, "write_csv", stopping)
+    try:
+        small_run.write(out)
+    except KeyboardInterrupt:
+        pass
+    manifest = json.loads((out / "manifest.json").read_text())
+    present = {p.name for p in out.iterdir() if p.name != "manifest.json"}
+    assert set(manifest["files"]) == present, "the manifest lists exactly the files there"
+    for name, entry in manifest["files"].items():
+        assert entry["sha256"] == sha256_of(out / name) and entry["bytes"] == (out / name).stat().st_size
+        pd.read_csv(out / name)               # complete: it parses
+    assert manifest["complete"] == (stop_at >= 8)
+
+
 def test_ux_columns_are_defined_where_an_app_ran_and_a_drop_is_positive_everywhere(tmp_path):
     """With an owner, frames and jank are measured (never NaN); the Work-like score drop has the
     sign `swansim ux` uses (positive: the owner lost), in run summaries and compare rows alike."""

@@ -141,20 +141,35 @@ class RunResult:
 
     def write(self, out: Path | str, also: tuple[str | Path, ...] = (), **manifest_extra) -> Path:
         """Every table as CSV, the summary, and a manifest under ``out``; ``also``: files written
-        there beside them (a Perfetto trace) that the manifest lists too."""
+        there beside them (a Perfetto trace) that the manifest lists too.
+
+        At every moment the manifest lists exactly the files of this run that are there, with
+        ``complete`` false until the last one is written: an earlier run's manifest and tables
+        are gone before the first new table lands, and each file replaces its name whole
+        (`swansim.results.atomic`), so a run killed while writing leaves complete files only,
+        each listed."""
         from swansim.results import write_csv, write_manifest
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         files = [str(Path(f).resolve().relative_to(out.resolve())) for f in also
                  if Path(f).resolve().parent == out.resolve()]
-        for name in self.TABLES:
-            write_csv(getattr(self, name), out / f"{name}.csv")
-            files.append(f"{name}.csv")
-        write_csv(pd.DataFrame([self.summary]), out / "summary.csv")
-        write_manifest(out, asdict(self.config), seed=self.config.seed, files=files + ["summary.csv"],
-                       trace_start_s=self.summary.get("trace_start_s"), user=self.summary.get("user"),
-                       **manifest_extra)
+
+        def manifest(complete: bool) -> None:
+            write_manifest(out, asdict(self.config), seed=self.config.seed, files=files, complete=complete,
+                           trace_start_s=self.summary.get("trace_start_s"), user=self.summary.get("user"),
+                           **manifest_extra)
+
+        manifest(False)
+        for name in self.file_names()[:-1]:
+            if (out / name).is_file() or (out / name).is_symlink():
+                (out / name).unlink()
+        tables = [(f"{name}.csv", getattr(self, name)) for name in self.TABLES]
+        for name, table in tables + [("summary.csv", pd.DataFrame([self.summary]))]:
+            write_csv(table, out / name)
+            files.append(name)
+            manifest(False)
+        manifest(True)
         return out
 
 
