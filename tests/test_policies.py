@@ -166,17 +166,23 @@ def test_grace_batch_after_a_change_is_not_held_against_the_profile():
     assert w.plans[-1][0].label == "45" and w.policy.rung_plan(w.policy.rung).label == "4"
 
 
-def test_step_up_after_two_minutes_without_a_change():
+def test_step_up_two_minutes_after_the_last_step_down_then_a_rung_a_batch():
+    """Fig. 4b: grade_time is set where the choice is downgraded only; once two minutes have
+    passed, every batch that is not slowed steps one rung up."""
     w = explored_swan()
-    w.run(1, slowdown=1.5)
+    w.run(1, slowdown=1.5)                     # 4567 -> 45
+    w.run(2, slowdown=1.5)                     # the grace batch, then 45 -> 4
+    assert w.policy.rung_plan(w.policy.rung).label == "4"
     t_down = w.t
     while w.t - t_down < 119.0:
         w.step()
-        assert w.plans[-1][0].label == "45"
+        assert w.plans[-1][0].label == "4"
     while w.policy.rung_plan(w.policy.rung).label != "4567":
         w.step()
     up = [d for d in w.policy.decisions if d.kind == "step_up"]
-    assert len(up) == 1 and 120.0 <= up[0].time_s - t_down < 120.0 + RESNET["45"] * 2
+    assert [d.plan for d in up] == ["45", "4567"]
+    assert 120.0 <= up[0].time_s - t_down < 120.0 + RESNET["4"] * 2
+    assert up[1].batch == up[0].batch + 1      # no second two-minute wait
 
 
 def test_swan_declines_above_35c_and_on_low_battery_unless_charging():

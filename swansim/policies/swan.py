@@ -9,9 +9,12 @@
 - Selection: the fastest explored choice. The explored choices in the paper's cost order form
   a ladder; a choice that costs more than an explored cheaper one without being faster or more
   energy-efficient is pruned from it, and the ladder ends at the fastest choice.
-- Adaptation, per mini-batch: a batch that takes more than 1.1x the profiled latency of the
-  choice it ran on means the owner's apps compete for the cores: step one rung down the ladder
-  (a cheaper choice). After 2 minutes without a change, step one rung up (towards the fastest).
+- Adaptation, per mini-batch (the paper's Fig. 4b control loop): a batch that takes more than
+  1.1x the profiled latency of the choice it ran on means the owner's apps compete for the
+  cores: step one rung down the ladder (a cheaper choice) and note the time ("grade_time").
+  Otherwise, once 2 minutes have passed since that last step down, step one rung up - at every
+  such batch (a step up does not reset the time), so Swan climbs back one rung a batch until
+  a batch is slowed again or it is on the fastest choice.
 
 Where the paper is silent the choice made is a named parameter marked ``assumption``.
 """
@@ -44,7 +47,7 @@ class SwanParams:
     slowdown_factor: float = _param(
         1.1, "paper (adaptation): a batch over 1.1x its profiled latency steps one choice down")
     step_up_after_s: float = _param(
-        120.0, "paper (adaptation): after 2 minutes without a change, step one choice up")
+        120.0, "paper (adaptation, Fig. 4b): 2 minutes after the last step down, step one choice up a batch")
     explore_batches: int = _param(
         2, "assumption: the paper profiles a choice 'on a few batches'; the first batch on a new choice "
            "pays the re-pinning, cold caches and the clock ramp of its cores, so two batches and the "
@@ -279,11 +282,13 @@ class Swan(Policy):
                        f"{stats.latency_s:.3f} s > {p.slowdown_factor:g} x {expected:.3f} s")
         elif end_s - self._last_change_s >= p.step_up_after_s and self.rung < len(self.ladder) - 1:
             self._move(+1, end_s, stats.batch, "step_up",
-                       f"{end_s - self._last_change_s:.0f} s without a change")
+                       f"{end_s - self._last_change_s:.0f} s since the last step down")
 
     def _move(self, step: int, t: float, batch: int, kind: str, detail: str) -> None:
         self.rung += step
-        self._last_change_s, self._since_change = t, 0
+        self._since_change = 0
+        if step < 0:   # Fig. 4b: grade_time is set where the choice is downgraded only
+            self._last_change_s = t
         self.decide(t, batch, kind, self.rung_plan(self.rung).label, detail)
 
     def _abort(self, t: float, batch: int, why: str) -> None:
