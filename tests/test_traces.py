@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -416,3 +417,35 @@ def test_malformed_flash_json_and_entries(tmp_path):
     with pytest.raises(InputError) as e:
         load_flash(_write(tmp_path, "b.json", json.dumps({"d1": {"msgs": ""}})))
     assert e.value.field == "d1.messages"
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: _edit_line(d / "sessions.csv", 1, lambda l: l.rsplit(",", 1)[0] + ",1e308"), "load_scale: 1e+308 is above 100"),
+    (lambda d: _drop_user_states(d, "u000"), "'u000' has sessions but no rows in states.csv"),
+    (lambda d: (d / "states.csv").open("a").write("u000,1e300,0,1,50,wifi\n"), "more than 3650 (ten years)"),
+])
+def test_a_trace_that_cannot_be_simulated_is_one_line(edit, needle, tmp_path):
+    import shutil
+
+    from swansim.apps.traces import load_trace
+    from swansim.errors import InputError
+
+    d = tmp_path / "t"
+    shutil.copytree(TRACES_DIR / "examples", d)
+    (d / "manifest.json").unlink()
+    edit(d)
+    with pytest.raises(InputError, match=re.escape(needle)) as e:
+        load_trace(d)
+    assert "\n" not in str(e.value)
+
+
+def _edit_line(path, i, fn):
+    lines = path.read_text().splitlines()
+    lines[i] = fn(lines[i])
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _drop_user_states(d, user):
+    path = d / "states.csv"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(l for l in lines if not l.startswith(user + ",")) + "\n")

@@ -38,7 +38,7 @@ import numpy as np
 from tqdm import tqdm
 
 from swansim import __version__, checks
-from swansim.apps.traces import CATEGORIES, DAY_S, DeviceState, Session, Trace, write_trace
+from swansim.apps.traces import CATEGORIES, DAY_S, MAX_SPAN_DAYS, DeviceState, Session, Trace, write_trace
 from swansim.errors import InputError
 
 HOUR_S = 3600.0
@@ -623,7 +623,7 @@ class _DeviceSim:
 
 # Bounds on one synthesis: the trace is built in memory (~90 state rows per user-day, about
 # 1.3 ms each to generate) before it is written; 20,000 user-days is ~2 M rows, ~30 s.
-MAX_USERS, MAX_DAYS, MAX_USER_DAYS = 100_000, 3_650, 20_000
+MAX_USERS, MAX_DAYS, MAX_USER_DAYS = 100_000, MAX_SPAN_DAYS, 20_000
 
 
 def _check_args(users: Any, days: Any, seed: Any, options: bool) -> None:

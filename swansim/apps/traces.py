@@ -32,6 +32,11 @@ SESSIONS_FILE = "sessions.csv"
 STATES_FILE = "states.csv"
 MANIFEST_FILE = "manifest.json"
 FORMAT_VERSION = 1
+# assumption: a session at a hundred times its category's CPU demand is beyond what any modelled
+# phone runs (the heaviest category already fills its cores); a larger value is a unit mistake.
+LOAD_SCALE_MAX = 100.0
+# The longest trace span taken (also what `traces synth --days` may ask for): ten years.
+MAX_SPAN_DAYS = 3_650
 SESSION_COLUMNS = ("user_id", "start_s", "duration_s", "app_category", "load_scale")
 STATE_COLUMNS = ("user_id", "time_s", "screen_on", "charging", "battery_pct", "network")
 # Sessions written with millisecond times may touch after rounding; only a real overlap is an error.
@@ -296,6 +301,8 @@ def load_sessions(path: str | Path) -> dict[str, tuple[Session, ...]]:
             lambda i: f"unknown category {cats[i]!r} (expected one of {', '.join(CATEGORIES)})")
     scale = t.number("load_scale", p, default=1.0)
     p.check(scale <= 0, t.lines, "load_scale", lambda i: f"must be positive, got {scale[i]:g}")
+    p.check(scale > LOAD_SCALE_MAX, t.lines, "load_scale",
+            lambda i: f"{scale[i]:g} is above {LOAD_SCALE_MAX:g} (times the category's CPU demand)")
 
     order, groups = _group_by_user(users)
     same = _same_user_as_previous(users, order)
@@ -389,6 +396,12 @@ def load_trace(directory: str | Path) -> Trace:
     sessions = load_sessions(d / SESSIONS_FILE)
     states = load_states(d / STATES_FILE)
     # A user with device states but no session in the file had no foreground use: keep them.
+    # One with sessions but no states has no charger, screen or battery to simulate.
+    stateless = sorted(set(sessions) - set(states))
+    if stateless:
+        raise InputError(str(d / SESSIONS_FILE), "user_id",
+                         f"{stateless[0]!r} has sessions but no rows in {STATES_FILE} (its charger, screen and "
+                         "battery are unknown)")
     sessions = {u: sessions.get(u, ()) for u in sorted(set(sessions) | set(states))}
     last_s = _last_time_s(sessions, states)
     if (d / MANIFEST_FILE).exists():
@@ -400,6 +413,11 @@ def load_trace(directory: str | Path) -> Trace:
         duration_s = None
     if duration_s is None:
         duration_s = max(1, math.floor(last_s / DAY_S) + 1) * DAY_S
+    if duration_s > MAX_SPAN_DAYS * DAY_S:
+        where = d / MANIFEST_FILE if (d / MANIFEST_FILE).exists() else d / STATES_FILE
+        raise InputError(str(where), "duration_s" if where.name == MANIFEST_FILE else "time_s",
+                         f"the trace spans {duration_s / DAY_S:.3g} days, more than {MAX_SPAN_DAYS} (ten years): "
+                         "seconds given in another unit?")
     return Trace(sessions, states, float(duration_s))
 
 
