@@ -7,12 +7,13 @@ batch over the best pinned choice's: the fastest choice for latency, the least-e
 energy. Above 1: the default is that many times slower (or costlier). Writes ``baseline.csv``
 and ``baseline.png`` under ``--out``.
 
-``--blas`` runs the pytorch runtime with its BLAS pool (OpenBLAS's pthreads server, `[blas]` in
-dnn/runtimes/pytorch.toml, off by default until the runtime is refitted with it); ``--blas-spin-s``
-and ``--blas-pool`` vary its assumptions, ``--group`` the training process's Android group.
+The pytorch runtime runs its BLAS pool (OpenBLAS's pthreads server, `[blas]` in
+dnn/runtimes/pytorch.toml); ``--no-blas`` takes it out (the runtime's other figures as fitted
+with it), ``--blas-spin-s`` and ``--blas-pool`` vary its assumptions, ``--group`` the training
+process's Android group.
 
     .venv/bin/python experiments/baseline_landscape.py [--jobs 2] [--out results/baseline]
-        [--blas [--blas-spin-s 0.109] [--blas-pool choice|process]] [--group top_app|foreground]
+        [--no-blas | [--blas-spin-s 0.109] [--blas-pool choice|process]] [--group top_app|foreground]
 """
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--out", default="results/baseline")
-    ap.add_argument("--blas", action="store_true", help="the pytorch runtime's BLAS pool on")
+    ap.add_argument("--no-blas", action="store_true", help="the pytorch runtime without its BLAS pool")
     ap.add_argument("--blas-spin-s", type=float, default=None, help="its workers' spin before they sleep")
     ap.add_argument("--blas-pool", choices=("choice", "process"), default=None, help="a pinned choice's pool")
     ap.add_argument("--group", default="top_app", help="the training process's Android group")
@@ -108,13 +109,12 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    blas = None
-    if args.blas:
-        blas = {"enabled": True}
-        if args.blas_spin_s is not None:
-            blas["spin_s"] = args.blas_spin_s
-        if args.blas_pool is not None:
-            blas["pinned_pool"] = args.blas_pool
+    blas = {"enabled": False} if args.no_blas else {}
+    if args.blas_spin_s is not None:
+        blas["spin_s"] = args.blas_spin_s
+    if args.blas_pool is not None:
+        blas["pinned_pool"] = args.blas_pool
+    blas = blas or None
     devices, models = args.devices.split(","), args.models.split(",")
     table = pd.DataFrame([gaps(d, m, args.jobs, blas, args.group) for d in devices for m in models])
     table.to_csv(out / "baseline.csv", index=False)

@@ -27,15 +27,17 @@ def job_on(choice, runtime=ON, group="top_app", batches=1, model="resnet34"):
     return dev, job
 
 
-def test_the_committed_runtime_keeps_the_pool_off_until_it_is_refitted():
-    assert RT.blas is not None and RT.blas.enabled is False
+def test_the_committed_runtime_runs_the_pool_it_was_fitted_with():
+    assert RT.blas is not None and RT.blas.enabled is True
     assert RT.blas.mt_threshold_mnk == 262144 and RT.blas.max_threads == 8
 
 
 def test_a_pool_that_no_gemm_reaches_changes_nothing():
     key = BatchKey("pixel3", "resnet34", pytorch_default(PIXEL3.soc), batches=1, warmup=0)
     never = with_blas(RT, enabled=True, mt_threshold_mnk=1e12)
-    assert simulate_batch(key, runtime=never, record_layers=False) == simulate_batch(key, record_layers=False)
+    off = with_blas(RT, enabled=False)
+    assert simulate_batch(key, runtime=never, record_layers=False) == simulate_batch(key, runtime=off,
+                                                                                    record_layers=False)
 
 
 @pytest.mark.parametrize("choice, group, pool, size", [

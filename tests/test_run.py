@@ -58,7 +58,8 @@ def test_swan_steps_down_when_an_app_competes_and_back_up_two_minutes_later():
     up = d[(d["kind"] == "step_up") & (d["time_s"] > first["time_s"])]
     assert len(up) >= 1 and up.iloc[0]["time_s"] - d[d["kind"].isin(["step_down", "step_up", "select"])
                                                     & (d["time_s"] < up.iloc[0]["time_s"])]["time_s"].max() >= 120.0
-    assert b["plan"].iloc[-1] == "4567"
+    assert up["plan"].iloc[-1] == "4567"                               # back on the fastest
+    assert (up["batch"].diff().dropna() == 1).all()                     # a rung a batch (Fig. 4b)
     assert r.summary["ux_score_drop_pct"] == r.summary["ux_score_drop_pct"]     # measured (not nan)
     # energy: the run's energy above the same phone and owner without training, per batch
     assert 0.5 * b["energy_j"].mean() < r.summary["energy_j"] < 2.0 * b["energy_j"].mean()
