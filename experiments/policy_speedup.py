@@ -32,10 +32,11 @@ DEVICES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 MODELS = ("resnet34", "shufflenet_v2_x2_0", "mobilenet_v2")
 # Simulated seconds: long enough for swan to explore every choice (two batches each, the
 # little-core ones take 40-90 s per batch on ShuffleNet and MobileNet) and then train ~10 batches;
-# for the baseline, several batches (PyTorch's default takes 3.5 s a ResNet-34 batch where WALT
-# puts it on the little cores). The table says whether every choice was explored (explored_all).
+# for the baseline, several batches (PyTorch's default, beside OpenBLAS's spinning pool, takes
+# up to ~1 s a ResNet-34 batch and 25-65 s a ShuffleNet or MobileNet one). The table says
+# whether every choice was explored (explored_all).
 EXPLORE_S = {"resnet34": 75.0, "shufflenet_v2_x2_0": 600.0, "mobilenet_v2": 1000.0}
-BASELINE_S = {"resnet34": 20.0, "shufflenet_v2_x2_0": 40.0, "mobilenet_v2": 50.0}
+BASELINE_S = {"resnet34": 20.0, "shufflenet_v2_x2_0": 250.0, "mobilenet_v2": 330.0}
 REQUEST_BATCHES = 3
 OUT = Path("results/policies/speedup")
 
