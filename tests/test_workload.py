@@ -18,6 +18,7 @@ from swansim.batchmodel import BatchKey, simulate_batch
 from swansim.device import DeviceConfig
 from swansim.dnn.choices import enumerate_choices, parse_choice, pytorch_default
 from swansim.dnn import calibrate as cal
+from swansim.kernel.sched import SCHED_LATENCY_S
 from swansim.dnn.runtime import with_blas, RUNTIME_DIR, get_path, load_runtime
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
@@ -202,9 +203,13 @@ def _at(label, model="resnet18", governor="performance", caps=None, **kw):
 @settings(max_examples=6, deadline=None)
 @given(st.sampled_from(PAPER + ("04567",)), st.integers(4, 16), st.sampled_from([(1, 32, 32), (3, 32, 32)]))
 def test_more_flops_never_less_time(label, batch, shape):
+    """A bigger batch is never faster - for a team, by more than one CFS period: its threads
+    share cores with OpenBLAS's spinning workers, and where a barrier falls in their turns
+    moves with the work (04567 at batch 8 was 11 ms faster than at batch 4, in 2.2 s)."""
     small = _at(label, batch=batch, input_shape=shape)
     big = _at(label, batch=batch + 4, input_shape=shape)
-    assert big.latency_s >= small.latency_s
+    slack = SCHED_LATENCY_S if len(label) > 1 else 0.0
+    assert big.latency_s >= small.latency_s - slack
 
 
 @settings(max_examples=6, deadline=None)
