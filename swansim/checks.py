@@ -7,6 +7,7 @@ a leaf: every layer may import it.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import math
 import numbers
@@ -140,3 +141,23 @@ def _writable_dir(p: Path, where: str, field: str) -> Path:
     except (OSError, ValueError) as e:   # ValueError: a NUL byte in the path
         raise InputError(where, field, f"cannot write files in {p} ({getattr(e, 'strerror', None) or e})") from None
     return p
+
+
+# The Python API's keywords that are not the option's name with dashes made underscores.
+_KEYWORD_OF_OPTION = {"--duration": "duration_s", "--bench-at": "bench_at_s", "--start": "start_s",
+                      "--request-gap": "request_gap_s"}
+
+
+@contextlib.contextmanager
+def as_keywords(func: str, renames: dict[str, str] | None = None):
+    """Within the block, an InputError that names a command-line option (``--duration``) names
+    the caller's keyword instead (``swansim.run(duration_s=...)``): the configs are checked by
+    the same code whether the CLI or Python built them."""
+    try:
+        yield
+    except InputError as e:
+        if not e.where.startswith("--"):
+            raise
+        names = {**_KEYWORD_OF_OPTION, **(renames or {})}
+        kw = names.get(e.where, e.where[2:].replace("-", "_"))
+        raise InputError(f"{func}({kw}=...)", e.field, e.reason, e.line) from None

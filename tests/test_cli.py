@@ -545,10 +545,27 @@ def test_the_api_takes_numpy_seeds_and_names_as_a_string():
 
     with tripwire(), pytest.raises(WorkStarted):   # accepted: the work begins
         swansim.run("pixel3", "resnet34", "pytorch-default", duration_s=1, seed=np.int64(3), progress=False)
-    with pytest.raises(InputError, match="--trace"):
+    with pytest.raises(InputError, match=r"^swansim\.run\(trace=\.\.\.\)"):
         swansim.run("pixel3", "resnet34", "swan", duration_s=1, trace=123, progress=False)
     with tripwire(), pytest.raises(WorkStarted):   # "pixel3" is one device, not six
         swansim.compare(devices="pixel3", models="resnet34", policies="pytorch-default", duration_s=1, ux=False)
+
+
+@pytest.mark.parametrize("call, kwargs, keyword", [
+    ("run", dict(duration_s=-1), "swansim.run(duration_s=...)"),
+    ("run", dict(duration_s=10, bench_at_s=-5), "swansim.run(bench_at_s=...)"),
+    ("run", dict(overrides=(("ambient_c", "999"),)), "swansim.run(overrides=...)"),
+    ("compare", dict(devices="pixel3,pixel3"), "swansim.compare(devices=...)"),
+    ("compare", dict(policies=["swan", "bogus"]), "swansim.compare(policies=...)"),
+    ("compare", dict(sets={"ambient_c": [1e308]}), "swansim.compare(sets=...)"),
+])
+def test_an_api_error_names_the_keyword_not_the_option(call, kwargs, keyword):
+    import swansim
+    from swansim.errors import InputError
+
+    with tripwire(), pytest.raises(InputError) as e:
+        getattr(swansim, call)(**kwargs, progress=False)
+    assert str(e.value).startswith(keyword + ": ") and "--" not in str(e.value).split(":")[0]
 
 
 @pytest.mark.parametrize("argv, where", [

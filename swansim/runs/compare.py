@@ -161,8 +161,9 @@ def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorc
     """The public API: ``sets`` maps a dotted profile path to the values to sweep; ``progress=False``
     silences the bar on stderr."""
     checks.keywords(kwargs, CompareConfig, "swansim.compare")
-    devices, models, policies = checks.listed(devices), checks.listed(models), checks.listed(policies)
-    sets = tuple((k, tuple(str(v) for v in vs)) for k, vs in (sets or {}).items())
-    cfg = CompareConfig(devices=tuple(devices), models=tuple(models), policies=tuple(policies), trace=trace,
-                        synthetic=synthetic, duration_s=duration_s, sets=sets, **kwargs)
-    return compare_frame(cfg, out, jobs, progress=progress)
+    with checks.as_keywords("swansim.compare", {"--set": "sets"}):
+        devices, models, policies = checks.listed(devices), checks.listed(models), checks.listed(policies)
+        sets = tuple((k, tuple(str(v) for v in vs)) for k, vs in (sets or {}).items())
+        cfg = CompareConfig(devices=tuple(devices), models=tuple(models), policies=tuple(policies), trace=trace,
+                            synthetic=synthetic, duration_s=duration_s, sets=sets, **kwargs)
+        return compare_frame(cfg, out, jobs, progress=progress)

@@ -394,6 +394,7 @@ def run(device: str = "pixel3", model: str = "resnet34", policy: str = "swan", d
     ``progress=False`` silences the bar on stderr. Other keywords are `RunConfig` fields; an
     unknown one is one InputError naming the nearest."""
     checks.keywords(kwargs, RunConfig, "swansim.run")
-    return run_policy(RunConfig(device=device, model=model, policy=policy, duration_s=duration_s, trace=trace,
-                                user=user, synthetic=synthetic, seed=seed, start_s=start_s, **kwargs),
-                      progress=progress)
+    with checks.as_keywords("swansim.run", {"--set": "overrides"}):
+        return run_policy(RunConfig(device=device, model=model, policy=policy, duration_s=duration_s, trace=trace,
+                                    user=user, synthetic=synthetic, seed=seed, start_s=start_s, **kwargs),
+                          progress=progress)
