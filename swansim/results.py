@@ -171,9 +171,11 @@ def write_manifest(out_dir: Path, config, seed: int, files: Iterable[str] = (), 
     return write_text(out_dir / name, json.dumps(doc, indent=2, default=str))
 
 
-def add_to_manifest(out_dir: Path, files: Iterable[str], name: str = "manifest.json") -> Path:
-    """List more files (written after the manifest, e.g. a cache saved last) in ``out_dir``'s manifest."""
+def add_to_manifest(out_dir: Path, files: Iterable[str], name: str = "manifest.json", **extra) -> Path:
+    """List more files (written after the manifest, e.g. a cache saved last) in ``out_dir``'s
+    manifest, hashing only those; ``extra`` fields replace the manifest's."""
     path = Path(out_dir) / name
     doc = json.loads(path.read_text())
     doc["files"] = dict(sorted({**doc["files"], **file_entries(out_dir, files)}.items()))
+    doc.update(extra)
     return write_text(path, json.dumps(doc, indent=2, default=str))

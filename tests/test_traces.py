@@ -420,7 +420,7 @@ def test_malformed_flash_json_and_entries(tmp_path):
 
 
 @pytest.mark.parametrize("edit, needle", [
-    (lambda d: _edit_line(d / "sessions.csv", 1, lambda l: l.rsplit(",", 1)[0] + ",1e308"), "load_scale: 1e+308 is above 100"),
+    (lambda d: _edit_line(d / "sessions.csv", 2, lambda l: l.rsplit(",", 1)[0] + ",1e308"), "load_scale: 1e+308 is above 100"),
     (lambda d: _drop_user_states(d, "u000"), "'u000' has sessions but no rows in states.csv"),
     (lambda d: (d / "states.csv").open("a").write("u000,1e300,0,1,50,wifi\n"), "more than 3650 (ten years)"),
 ])
@@ -439,10 +439,9 @@ def test_a_trace_that_cannot_be_simulated_is_one_line(edit, needle, tmp_path):
     assert "\n" not in str(e.value)
 
 
-def _edit_line(path, i, fn):
-    lines = path.read_text().splitlines()
-    lines[i] = fn(lines[i])
-    path.write_text("\n".join(lines) + "\n")
+def _edit_line(path, line, fn):
+    text = path.read_text()
+    path.write_text(_replace_line(text, line, fn(text.splitlines()[line - 1])))
 
 
 def _drop_user_states(d, user):

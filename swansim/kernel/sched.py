@@ -7,8 +7,8 @@ its weight's share, as in processor sharing; within one, a thread behind a spinn
 is what a barrier over shared cores pays. Between changes the thread holding a core progresses
 at a constant rate
     rate = f_core * speed[cluster]
-(the queued ones at 0), scaled down, for threads that move memory, so that the total DRAM traffic fits the SoC's
-bandwidth. Threads with latency-exposed DRAM misses (``misses_per_unit``) also pay memory
+(the queued ones at 0), scaled down, for threads that move memory, so that the total DRAM
+traffic fits the SoC's bandwidth. Threads with latency-exposed DRAM misses (``misses_per_unit``) also pay memory
 queueing: with the memory controller's load rho = traffic / bandwidth, a miss costs
     L(rho) = L0 / (1 - rho), rho capped at RHO_CAP (L <= L0 / (1 - RHO_CAP)),
 of which L0 is already in the thread's unloaded speed, so its time per unit becomes
@@ -1086,6 +1086,7 @@ class Scheduler:
                 else:
                     done()
         self.placement(self, self._runnable)
+        self._slice(self._runnable)
         # Sharing out can change what the listeners decide (a governor picks a new clock at
         # once): then the rates are shared out again at this instant, placement unchanged.
         while True:
@@ -1185,7 +1186,6 @@ class Scheduler:
         runnable = self._runnable
         p = self.platform
         busy = [0.0] * p.n_cpus     # 1.0 where a thread runs (weights are positive)
-        self._slice(runnable)
         curr = self._curr
         for t in runnable:
             busy[t.cpu] = 1.0

@@ -148,28 +148,23 @@ class RunResult:
         are gone before the first new table lands, and each file replaces its name whole
         (`swansim.results.atomic`), so a run killed while writing leaves complete files only,
         each listed."""
-        from swansim.results import write_csv, write_manifest
+        from swansim.results import add_to_manifest, write_csv, write_manifest
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        files = [str(Path(f).resolve().relative_to(out.resolve())) for f in also
-                 if Path(f).resolve().parent == out.resolve()]
-
-        def manifest(complete: bool) -> None:
-            write_manifest(out, asdict(self.config), seed=self.config.seed, files=files, complete=complete,
-                           trace_start_s=self.summary.get("trace_start_s"), user=self.summary.get("user"),
-                           **manifest_extra)
-
-        manifest(False)
+        also = [str(Path(f).resolve().relative_to(out.resolve())) for f in also
+                if Path(f).resolve().parent == out.resolve()]
+        write_manifest(out, asdict(self.config), seed=self.config.seed, files=also, complete=False,
+                       trace_start_s=self.summary.get("trace_start_s"), user=self.summary.get("user"),
+                       **manifest_extra)
         for name in self.file_names()[:-1]:
             if (out / name).is_file() or (out / name).is_symlink():
                 (out / name).unlink()
         tables = [(f"{name}.csv", getattr(self, name)) for name in self.TABLES]
         for name, table in tables + [("summary.csv", pd.DataFrame([self.summary]))]:
             write_csv(table, out / name)
-            files.append(name)
-            manifest(False)
-        manifest(True)
+            add_to_manifest(out, [name])
+        add_to_manifest(out, [], complete=True)
         return out
 
 
