@@ -4,7 +4,10 @@ A Pixel 3 at 25 C trains ``--batches`` batches of ResNet-34 with PyTorch's defau
 same number of ShuffleNetV2-x2 on one big core, once fully simulated and once fast-forwarded
 with the batch model (the memo starts empty: its misses are simulated and counted in). Printed:
 CPU per batch of each in bare SimPy events (see _bare.py), the speed-up, the memo's hit rate,
-and the differences in simulated time, energy and final temperatures.
+and the differences in simulated time, energy and final temperatures. Then the same batches
+fast-forwarded on a fresh phone with the warm memo (every batch a hit), with and without the
+quiet skips of thermal polls, against the limit of a hit: one memo lookup and one exact RC
+step of the phone's thermal network.
 
 Run: .venv/bin/python benchmarks/bench_fastforward.py [--batches 100]
 """
@@ -14,7 +17,9 @@ import argparse
 
 from _bare import bare_event_s
 
-from swansim.batchmodel import check_fast_forward
+import time
+
+from swansim.batchmodel import BatchKey, FastForward, check_fast_forward
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import parse_choice, pytorch_default
 
@@ -37,6 +42,24 @@ def main(argv=None) -> None:
           f"{ff.platform.total_energy_j / full.platform.total_energy_j - 1:+.3%}, final temperatures (C): "
           + ", ".join(f"{n} {a:.2f}/{b:.2f}" for n, a, b in zip(full.platform.thermal.nodes,
                                                              full.platform.thermal.temp_c, ff.platform.thermal.temp_c)))
+    hit = {}
+    for skip in (True, False):
+        dev = Device(cfg)
+        t0 = time.process_time()
+        for model, choice, k in jobs:
+            FastForward(dev, c.memo, BatchKey("pixel3", model, choice), skip_quiet=skip).run_batches(k)
+        hit[skip] = (time.process_time() - t0) / total
+        print(f"warm memo, {'quiet polls skipped' if skip else 'every poll run'}: {hit[skip] / bare:,.0f} bare events "
+              f"per batch ({dev.n_skipped_polls} polls skipped, {dev.env.n_events} events)")
+    key = BatchKey("pixel3", *jobs[0][:2])
+    net, power = dev.platform.thermal, dev.platform.node_power_w.tolist()
+    t0 = time.process_time()
+    for _ in range(10_000):
+        c.memo.cost(key)
+        net.step(1.0, power)
+    limit = (time.process_time() - t0) / 10_000
+    print(f"the limit, a lookup and an RC step: {limit / bare:,.1f} bare events; a warm batch costs "
+          f"{hit[True] / limit:,.0f}x that ({hit[False] / limit:,.0f}x with every poll run)")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ once) for each, and swansim's as a multiple of the bare loop's, measured in the 
 the ratio holds on a loaded machine.
 
 Run: .venv/bin/python benchmarks/bench_fleet.py [--clients 2400] [--per-round 100] [--rounds 20]
-     [--model resnet34] [--policies swan,pytorch-default] [--jobs 1]
+     [--model resnet34] [--policies swan,pytorch-default] [--local-steps N] [--no-transfers] [--jobs 1]
 """
 from __future__ import annotations
 
@@ -47,9 +47,9 @@ def bare_fedavg(cfg: FleetConfig) -> tuple[float, int]:
         for _ in range(cfg.rounds):
             clients = np.sort(rng.choice(len(pop), size=selected, replace=False))
             specs = [(int(k), int(pop.n_samples[k]), int(cursor[k])) for k in clients]
-            models = fedavg.local_models(task, weights, specs, cfg.local_steps, cfg.batch_size, cfg.learning_rate)
+            models = fedavg.local_models(task, weights, specs, cfg.steps, cfg.batch_size, cfg.learning_rate)
             weights = fedavg.fedavg(models, pop.n_samples[clients])
-            cursor[clients] += cfg.local_steps * cfg.batch_size
+            cursor[clients] += cfg.steps * cfg.batch_size
             n += len(clients)
     return cpu_s() - t0, n
 
@@ -70,10 +70,13 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--model", default="resnet34")
     ap.add_argument("--policies", default="swan,pytorch-default")
+    ap.add_argument("--local-steps", type=int, default=None, help="default: the task's FedScale figure")
+    ap.add_argument("--no-transfers", dest="transfers", action="store_false")
     ap.add_argument("--jobs", type=int, default=1)
     args = ap.parse_args(argv)
     cfg = FleetConfig(model=args.model, policies=tuple(args.policies.split(",")), clients=args.clients,
-                      per_round=args.per_round, rounds=args.rounds)
+                      per_round=args.per_round, rounds=args.rounds, local_steps=args.local_steps,
+                      transfers=args.transfers)
     bare_s, bare_n = bare_fedavg(cfg)
     with tempfile.TemporaryDirectory() as tmp:
         cold_s, cold_n, cold_memo = swansim_fleet(cfg, f"{tmp}/cold", args.jobs)
@@ -83,7 +86,7 @@ def main(argv=None) -> None:
         warm_s, warm_n, warm_memo = swansim_fleet(cfg, f"{tmp}/warm", args.jobs)
     bare_ms = 1000 * bare_s / bare_n
     print(f"{args.clients} clients, {args.per_round} per round (x{cfg.overcommit} selected), {args.rounds} rounds, "
-          f"{len(cfg.policies)} policies, {cfg.local_steps} local steps, --jobs {args.jobs}")
+          f"{len(cfg.policies)} policies, {cfg.steps} local steps, transfers {cfg.transfers}, --jobs {args.jobs}")
     print(f"  bare numpy FedAvg   {bare_ms:8.3f} CPU ms per client-round  ({bare_n} client-rounds)")
     for name, s, n, memo in (("swansim, cold", cold_s, cold_n, cold_memo), ("swansim, warm", warm_s, warm_n, warm_memo)):
         ms = 1000 * s / n

@@ -11,11 +11,13 @@ decisions, and the timeline plot.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 import swansim
+from swansim.cli import guarded
 from swansim.plots import adaptation_timeline
 from swansim.results import write_manifest
 from swansim.pool import run_all
@@ -53,8 +55,12 @@ def main() -> dict:
     return summaries
 
 
-if __name__ == "__main__":
+def _cli() -> None:
     for policy, s in main().items():
         print(f"{policy}: {s['batches']} batches, {s['latency_s']:.3f} s/batch, Work-like score drop "
               f"{s['ux_score_drop_pct']:.1f} %")
     print((OUT / "swan_decisions.csv").read_text())
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(_cli, "adaptation_timeline.py"))

@@ -18,13 +18,17 @@ process's Android group.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+from swansim import checks
 from swansim.batchmodel import BatchKey, simulate_batch
+from swansim.cli import guarded
 from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime, with_blas
+from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import Catalogue
 from swansim.pool import run_all
 from swansim.runs.landscape import landscape_frame
@@ -107,7 +111,9 @@ def main(argv=None) -> None:
     ap.add_argument("--devices", default=",".join(DEVICES))
     ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args(argv)
-    out = Path(args.out)
+    devices = checks.names(checks.listed(args.devices), "--devices", Catalogue.load().devices, "profile")
+    models = checks.names(checks.listed(args.models), "--models", SWAN_TASKS, "task")
+    out = checks.out_dir(args.out)
     out.mkdir(parents=True, exist_ok=True)
     blas = {"enabled": False} if args.no_blas else {}
     if args.blas_spin_s is not None:
@@ -115,7 +121,6 @@ def main(argv=None) -> None:
     if args.blas_pool is not None:
         blas["pinned_pool"] = args.blas_pool
     blas = blas or None
-    devices, models = args.devices.split(","), args.models.split(",")
     table = pd.DataFrame([gaps(d, m, args.jobs, blas, args.group) for d in devices for m in models])
     table.to_csv(out / "baseline.csv", index=False)
     plot(table, out / "baseline.png", devices, models)
@@ -127,4 +132,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main, "baseline_landscape.py"))

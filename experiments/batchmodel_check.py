@@ -16,12 +16,14 @@ Run: python experiments/batchmodel_check.py [--jobs 2] [--batches 100] [--out re
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 from swansim.batchmodel import BatchKey, check_fast_forward, simulate_batch
+from swansim.cli import guarded
 from swansim.device import Device, DeviceConfig
 from swansim.dnn import calibrate as cal
 from swansim.dnn.choices import parse_choice, pytorch_default
@@ -122,4 +124,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main, "batchmodel_check.py"))

@@ -26,6 +26,7 @@ import time
 
 from concurrent.futures import ProcessPoolExecutor
 
+from swansim.cli import guarded
 from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import RUNTIME_DIR, get_path, load_runtime, with_paths
 from swansim.dnn.tasks import task
@@ -148,4 +149,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main, "calibrate_runtime.py"))

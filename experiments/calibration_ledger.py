@@ -31,6 +31,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from swansim.cli import guarded
 from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import load_runtime
 from swansim.hw.profile import Catalogue
@@ -153,4 +154,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main, "calibration_ledger.py"))

@@ -36,6 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from swansim.batchmodel import BatchKey, simulate_batch
+from swansim.cli import guarded
 from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import SWAN_TASKS
@@ -203,4 +204,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main, "fidelity_sensitivity.py"))

@@ -14,12 +14,14 @@ Resumable: run it again with the same arguments and finished rounds are kept.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from swansim import plots
+from swansim import checks, plots
+from swansim.cli import guarded
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.fleet.local import memo_report, run_policy_fleet
 from swansim.fleet.run import FleetConfig
@@ -40,7 +42,7 @@ def main(argv=None) -> None:
     out = Path(args.out)
     rounds, summaries, by_task = {}, [], {}
     t0 = time.perf_counter()
-    for task in args.tasks.split(","):
+    for task in checks.names(checks.listed(args.tasks), "--tasks", SWAN_TASKS, "task"):
         cfg = FleetConfig(model=task, policies=tuple(args.policies.split(",")), clients=args.clients,
                           per_round=args.per_round, rounds=args.rounds, target_accuracy=args.target_accuracy)
         result, bm = run_policy_fleet(cfg, out / task, args.jobs)
@@ -58,4 +60,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main, "fleet_tta.py"))

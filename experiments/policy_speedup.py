@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 import swansim
+from swansim.cli import guarded
 from swansim.dnn.choices import enumerate_choices
 from swansim.plots import policy_gains
 from swansim.policies.swan_layer import step_latency_s
@@ -100,8 +101,12 @@ def main(jobs: int | None = None) -> pd.DataFrame:
     return df
 
 
-if __name__ == "__main__":
+def _cli() -> None:
     jobs = int(sys.argv[sys.argv.index("--jobs") + 1]) if "--jobs" in sys.argv else None
     table = main(jobs)
     print(table[["device", "model", "policy", "final_plan", "latency_s", "speedup", "energy_gain",
                  "explored_all"]].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(_cli, "policy_speedup.py"))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 import swansim
+from swansim.cli import guarded
 from swansim.plots import policy_ux
 from swansim.results import write_manifest
 from swansim.runs.scenarios import PAPER_FIG3_DROP_PCT
@@ -54,6 +55,10 @@ def main(jobs: int | None = None) -> pd.DataFrame:
     return table
 
 
-if __name__ == "__main__":
+def _cli() -> None:
     jobs = int(sys.argv[sys.argv.index("--jobs") + 1]) if "--jobs" in sys.argv else None
     print(main(jobs).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(_cli, "policy_ux.py"))

@@ -11,11 +11,13 @@ at the steady state (the last 10 minutes), with where the engine's configuration
 from __future__ import annotations
 
 import argparse
+import sys
 import tomllib
 from pathlib import Path
 
 import pandas as pd
 
+from swansim.cli import guarded
 from swansim.device import Device, DeviceConfig
 from swansim.hw.profile import Catalogue
 from swansim.kernel.cpufreq import ENGINE
@@ -77,4 +79,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main, "thermal_engine.py"))

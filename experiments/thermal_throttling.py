@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import sys
 
+from swansim.cli import guarded
 from swansim.runs.thermal import format_summary, run_thermal
 
-if __name__ == "__main__":
+
+def _cli() -> None:
     minutes = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
     print(format_summary(run_thermal("results/thermal", minutes=minutes)))
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(_cli, "thermal_throttling.py"))

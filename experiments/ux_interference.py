@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import sys
 
+from swansim.cli import guarded
 from swansim.hw.profile import Catalogue
 from swansim.runs.ux import UxConfig, phones_and_tablets, print_summary, run_ux
 
-if __name__ == "__main__":
+
+def _cli() -> None:
     cfg = UxConfig(devices=phones_and_tablets(Catalogue.load())) if "--all" in sys.argv[1:] else UxConfig()
     print_summary(*run_ux(cfg, "results/ux"))
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(_cli, "ux_interference.py"))

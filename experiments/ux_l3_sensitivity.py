@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from swansim.apps.appmodels import load_app_table
 from swansim.apps.workbench import SCORE_SCALE, task_times
+from swansim.cli import guarded
 from swansim.device import DeviceConfig
 from swansim.runs.scenarios import PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, run_workbench
 
@@ -57,4 +58,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main, "ux_l3_sensitivity.py"))

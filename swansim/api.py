@@ -25,8 +25,9 @@ def simulate_fleet(model: str = "resnet34", policies=("swan", "pytorch-default")
     directory; ``jobs`` processes (default every core; results do not depend on it);
     ``progress``; ``no_limit`` lifts the bound of 5 million client-batches. Any field of
     `swansim.fleet.run.FleetConfig`: ``clients`` (2400), ``per_round`` (100, participants per
-    round), ``rounds`` (200), ``local_steps`` (10 mini-batches per client and round),
-    ``deadline_s`` (600 s), ``target_accuracy`` (0.35), ``seed`` (0), ``trace`` ("synthetic" or a
+    round), ``rounds`` (200), ``local_steps`` (mini-batches per client and round; default the
+    task's FedScale figure), ``deadline_s`` (None: none), ``transfers`` (True: model download and
+    upload times), ``target_accuracy`` (0.35), ``seed`` (0), ``trace`` ("synthetic" or a
     trace path), ``share_profiles`` (True) and the rest of its fields.
     """
     from swansim.fleet.local import run_policy_fleet

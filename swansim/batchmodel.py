@@ -272,12 +272,14 @@ class FastForward:
     the key a prefill (`BatchModel.prefill`) simulates.
     """
 
-    def __init__(self, dev: Device, model: BatchModel, key: BatchKey):
+    def __init__(self, dev: Device, model: BatchModel, key: BatchKey, skip_quiet: bool = True):
         self.dev, self.model, self.key = dev, model, key
+        self.skip_quiet = skip_quiet     # False: every thermal poll runs (the path the skips are checked against)
         self.records: list[BatchRecord] = []
         self._caps_changed = False
         self._keys: dict[tuple, BatchKey] = {}
         self._uncapped = tuple(p.fmax_mhz for p in dev.cpufreq)
+        self._held: BatchCost | None = None
         dev.thermal.on_cap_change.append(self._cap_changed)
 
     def _cap_changed(self, _change) -> None:
@@ -291,6 +293,8 @@ class FastForward:
         return [self.run_batch(key) for _ in range(n)]
 
     def run_batch(self, key: BatchKey | None = None) -> BatchRecord:
+        """One batch from now. Its power and busy shares stay held when it ends (the next batch
+        usually holds the same: no replan between them); `release` hands the phone back."""
         dev, env = self.dev, self.dev.env
         key = key or self.key
         dev.sched.sync()
@@ -303,23 +307,32 @@ class FastForward:
             if capped is None:
                 capped = self._keys[(key, caps)] = key.with_caps(None if caps == self._uncapped else caps)
             cost = self.model.cost(capped)
-            dev.platform.hold(cost.power_w, cost.at_temp_c)
-            dev.sched.hold_busy(cost.busy)
+            if cost is not self._held:
+                dev.platform.hold(cost.power_w, cost.at_temp_c)
+                dev.sched.hold_busy(cost.busy)
+                self._held = cost
             t0, end = env.now, env.now + left * cost.latency_s
             self._caps_changed = False
             while not self._caps_changed and env.peek() <= end:
-                env.step()
+                if not (self.skip_quiet and dev.skip_quiet(end)):
+                    env.step()
             if self._caps_changed and env.now < end:
                 left -= (env.now - t0) / cost.latency_s
             else:
-                env.run(until=end)
+                env.advance_to(end)
                 left = 0.0
         dev.sched.sync()
-        dev.platform.release()
-        dev.sched.hold_busy(None)
         rec = BatchRecord(len(self.records), start, env.now - start, dev.platform.total_energy_j - e0, caps0)
         self.records.append(rec)
         return rec
+
+    def release(self) -> None:
+        """The phone's own power model and activity again, from now on."""
+        if self._held is not None:
+            self.dev.sched.sync()
+            self.dev.platform.release()
+            self.dev.sched.hold_busy(None)
+            self._held = None
 
 
 @dataclass
@@ -337,8 +350,8 @@ class FastForwardCheck:
     memo: BatchModel
 
 
-def check_fast_forward(make_device: Callable[[], Device],
-                       jobs: Sequence[tuple[str, Choice, int]]) -> FastForwardCheck:
+def check_fast_forward(make_device: Callable[[], Device], jobs: Sequence[tuple[str, Choice, int]],
+                       skip_quiet: bool = True) -> FastForwardCheck:
     """The (model, choice, batches) of ``jobs`` in turn, on a phone from ``make_device`` fully
     simulated and on another fast-forwarded (tests/test_batchmodel, experiments/batchmodel_check
     and benchmarks/bench_fastforward compare the two). Making the phones is not timed."""
@@ -358,6 +371,8 @@ def check_fast_forward(make_device: Callable[[], Device],
     ff_start = where(ff)
     cpu0 = time.process_time()
     for model, choice, n in jobs:
-        FastForward(ff, memo, BatchKey(ff.config.device, model, choice)).run_batches(n)
+        run = FastForward(ff, memo, BatchKey(ff.config.device, model, choice), skip_quiet)
+        run.run_batches(n)
+        run.release()
     ff.sched.sync()
     return FastForwardCheck(full, ff, full_start, ff_start, full_cpu, time.process_time() - cpu0, memo)

@@ -10,16 +10,42 @@ same config gives the same run anywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
+import simpy
 
 from swansim.errors import InputError
 from swansim.hw.battery import CHARGER_POWER_W, Battery
 from swansim.hw.platform import Platform
 from swansim.hw.profile import Catalogue, DeviceSpec
+from swansim.hw.thermal import TempBounds
 from swansim.kernel.cpufreq import GOVERNORS, CpufreqPolicy, make_governor
 from swansim.kernel.sched import AUTO, PLACEMENTS, Environment, Scheduler, resolve_placement
 from swansim.kernel.thermal_engine import ThermalEngine
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, ThermalZone, make_thermal_governor
+
+
+# A quiet stretch (`Device.skip_quiet`) is integrated in steps over which no cluster's temperature
+# moves more than about this much, so the leakage follows the temperature as closely as the thermal
+# polls make it follow in the event path (one poll a second moves a batch's clusters by up to
+# ~0.3 C); its bounds are widened by QUIET_MARGIN_C. Both are assumptions, checked against the
+# event path (tests/test_batchmodel.py).
+QUIET_STEP_C = 0.25
+QUIET_MARGIN_C = 0.05
+# A phone found not quiet (hot, throttling) is tried again after QUIET_RETRY_S, then after twice
+# as long each time it still is not, up to QUIET_RETRY_MAX_S: when to try only decides how much
+# is skipped, never what happens.
+QUIET_RETRY_S, QUIET_RETRY_MAX_S = 1.0, 64.0
+
+
+@dataclass(frozen=True)
+class _Poller:
+    """A sampling process of the thermal zone or the engine, seen by `Device.skip_quiet`."""
+
+    process: simpy.Process
+    period_s: float
+    quiet: Callable[[TempBounds], bool]
+    skipped: Callable[[int], None]
 
 
 @dataclass
@@ -88,6 +114,17 @@ class Device:
         if spec.thermal_engine is not None and config.thermal_engine and thermal_name != "off":
             self.thermal_engine = ThermalEngine(self.thermal, spec.thermal_engine)
             self.thermal_engine.start()
+        self._pollers: list[_Poller] = []
+        self.n_skipped_polls = 0   # thermal polls and samples skipped as quiet (`skip_quiet`)
+        self._quiet_retry_s = 0.0  # after a stretch found not quiet, no new try before this time,
+        self._quiet_backoff_s = QUIET_RETRY_S    # which doubles while tries keep failing
+        if self.thermal.process is not None:
+            z = self.thermal
+            self._pollers.append(_Poller(z.process, z.quiet_period_s, z.quiet, z.skipped))
+        if self.thermal_engine is not None:
+            e = self.thermal_engine
+            for proc, ms in zip(e.processes, e.periods_ms):
+                self._pollers.append(_Poller(proc, ms / 1000.0, lambda b, ms=ms: e.quiet(b, ms), e.skipped))
         self.battery: Battery | None = None
         if spec.battery_capacity_j is not None:
             try:
@@ -119,6 +156,65 @@ class Device:
         if self.battery is not None:
             self.sched.sync()
             self.battery.set_charging(on, charger_power_w)
+
+    def skip_quiet(self, until_s: float) -> bool:
+        """With the power held (the batch model's fast-forward), skip the thermal polls due
+        before ``until_s`` - or before the first other event, if earlier - when none of them
+        could change anything: the node temperatures' bounds over the stretch
+        (`Platform.held_temp_bounds`) keep every poller's readings where its caps, levels and
+        status stay (`ThermalZone.quiet`, `ThermalEngine.quiet`). Each poller's sleep is moved
+        to its last poll in the stretch, which runs as usual (so its readings are that
+        instant's); the ones before it are counted as skipped. The phone is integrated up to
+        the first queued event in steps that keep its leakage following its temperature.
+        Returns False when there was nothing to skip or the stretch is not quiet."""
+        env, platform = self.env, self.platform
+        now = env.now
+        if until_s <= now or now < self._quiet_retry_s or env._instant_end or not platform.held:
+            return False
+        sleeping = {id(p.process.target): p for p in self._pollers
+                    if isinstance(p.process.target, simpy.events.Timeout)}
+        horizon, due = until_s, []
+        for t, _, eid, ev in env._queue:
+            p = sleeping.get(id(ev))
+            if p is None:
+                horizon = min(horizon, t)
+            else:
+                due.append((eid, t, ev, p))
+        moves = []
+        for eid, t, ev, p in sorted(due):
+            last, n = t, 0
+            while last + p.period_s < horizon:   # the same sums as the process's own sleeps
+                last += p.period_s
+                n += 1
+            if t < horizon and n:
+                moves.append((ev, last, n, p))
+        if not moves:
+            return False
+        if platform.held_temp_bounds(horizon - now, QUIET_MARGIN_C,
+                                     lambda b: all(p.quiet(b) for _, _, _, p in moves)) is None:
+            self._quiet_retry_s = now + self._quiet_backoff_s
+            self._quiet_backoff_s = min(2.0 * self._quiet_backoff_s, QUIET_RETRY_MAX_S)
+            return False
+        self._quiet_backoff_s = QUIET_RETRY_S
+        for ev, last, n, p in moves:
+            env.postpone(ev, last)
+            p.skipped(n)
+            self.n_skipped_polls += n
+        self._integrate_held(env.peek())
+        return True
+
+    def _integrate_held(self, until_s: float) -> None:
+        """Advance to ``until_s`` (nothing is queued before it) in steps over which no cluster's
+        temperature moves more than about QUIET_STEP_C."""
+        env, platform = self.env, self.platform
+        temps, step_s = platform.cluster_temp_c, 1.0
+        while env.now < until_s:
+            env.advance_to(min(env.now + step_s, until_s))
+            self.sched.sync()
+            new = platform.cluster_temp_c
+            moved = max(abs(a - b) for a, b in zip(new, temps))
+            temps = new
+            step_s *= min(2.0, max(0.5, QUIET_STEP_C / moved)) if moved > 0.0 else 2.0
 
     def run(self, until_s: float) -> None:
         """Run to ``until_s`` and settle every integral there."""

@@ -86,6 +86,21 @@ def test_fast_forward_matches_full_simulation_through_throttling(ambient_c, preh
     assert ff.platform.total_energy_j - f0 == pytest.approx(full.platform.total_energy_j - e0, rel=0.02)
     assert ff.platform.thermal.temp_c == pytest.approx(full.platform.thermal.temp_c, abs=1.0)
     assert bm.hit_rate > 0.5
+    # The fast-forward skipped thermal polls where none could change anything: with every poll
+    # run, the same phone changes the same caps at the same instants and ends where it does.
+    polled = preheated()
+    for model, choice, n in jobs:
+        run = FastForward(polled, bm, BatchKey("pixel3", model, choice), skip_quiet=False)
+        run.run_batches(n)
+        run.release()
+    polled.sched.sync()
+    assert ff.n_skipped_polls > 0 and polled.n_skipped_polls == 0
+    assert (ff.thermal.n_polls, ff.thermal_engine.n_samples) == (polled.thermal.n_polls, polled.thermal_engine.n_samples)
+    assert [(x.time_s, x.domain, x.new_mhz, x.party) for x in ff.thermal.cap_log] == \
+        [(x.time_s, x.domain, x.new_mhz, x.party) for x in polled.thermal.cap_log]
+    assert ff.env.now == polled.env.now
+    assert ff.platform.total_energy_j == pytest.approx(polled.platform.total_energy_j, rel=1e-4)
+    assert ff.platform.thermal.temp_c == pytest.approx(polled.platform.thermal.temp_c, abs=0.01)
 
 
 def test_held_power_is_integrated_exactly():

@@ -225,6 +225,17 @@ def test_one_line_error_from_a_fresh_process():
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("script, args, message", [
+    ("baseline_landscape.py", ["--devices", "nokia3310"], "--devices: 'nokia3310': unknown profile"),
+    ("fleet_tta.py", ["--tasks", "resnet35", "--out", "unused"], "--tasks: 'resnet35': unknown task"),
+])
+def test_an_experiment_scripts_bad_input_is_one_line(script, args, message, tmp_path):
+    r = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "experiments" / script), *args],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith(f"{script}: error: {message}")
+    assert len(r.stderr.strip().splitlines()) == 1 and not any(tmp_path.iterdir())
+
+
 # ---------------------------------------------------------------------------------------------
 # Fuzzing: random bad values for random options of every command
 

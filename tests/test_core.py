@@ -291,3 +291,35 @@ def test_the_environment_clock_reads_the_time_of_the_event_being_processed(delay
     assert env.now == until
     assert all(now == at for now, at in seen)
     assert len(seen) >= 4 * sum(d < until for d in delays[:1])   # the first delay's four checks ran
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(0.0, 5.0), min_size=1, max_size=12), st.floats(0.0, 20.0))
+def test_advance_to_is_run_until_without_a_stop_event(delays, until):
+    """``advance_to(t)`` processes exactly what ``run(until=t)`` does, in the same order: every
+    event before ``t`` and the deferred work of the instants before it, none at ``t``."""
+    logs = []
+    for advance in (False, True):
+        env, log = Environment(), []
+        for d in delays:
+            env.call_in(d, lambda d=d: (log.append(("timer", d, env.now)),
+                                        env.at_instant_end(lambda: log.append(("end", d, env.now)))))
+            env.timeout(d).callbacks.append(lambda _ev, d=d: log.append(("timeout", d, env.now)))
+        if advance:
+            env.advance_to(until)
+        else:
+            env.run(until=until) if until > 0 else None
+        logs.append((log, env.now))
+    assert logs[0] == logs[1]
+
+
+def test_a_postponed_event_fires_at_its_new_time_and_never_earlier():
+    env = Environment()
+    fired = []
+    ev = env.timeout(1.0)
+    ev.callbacks.append(lambda _ev: fired.append(env.now))
+    env.postpone(ev, 2.5)
+    with pytest.raises(ValueError, match="before"):
+        env.postpone(ev, 2.0)
+    env.run(until=3.0)
+    assert fired == [2.5]

@@ -25,8 +25,9 @@ from swansim.fleet import fedavg
 from swansim.fleet.availability import NO_APP
 from swansim.fleet.energy import CHARGER_INTO_PHONE_W, EnergyLoan
 from swansim.fleet.population import SIZE_MIN, Population, default_devices
-from swansim.fleet.rounds import (LocalOutcome, PolicyRun, RoundSettings, SerialExecutor, WorkContext, _Work,
-                                  close_round)
+from swansim.fleet.network import download_s, upload_s
+from swansim.fleet.rounds import (EMPTY_ROUND_S, LocalOutcome, PolicyRun, RoundSettings, SerialExecutor, WorkContext,
+                                  _Work, close_round)
 from swansim.fleet.run import FleetConfig, run_fleet
 from swansim.hw.profile import Catalogue
 
@@ -395,9 +396,9 @@ works_strategy = st.lists(st.tuples(st.floats(0, 200), st.booleans()), max_size=
 
 
 @FAST
-@given(ends=works_strategy, k=st.integers(1, 8), deadline=st.floats(1, 150))
+@given(ends=works_strategy, k=st.integers(1, 8), deadline=st.floats(1, 150) | st.just(math.inf))
 def test_close_round_semantics(ends, k, deadline):
-    works = [_Work(i, 10.0 + e, f, False, 1.0) for i, (e, f) in enumerate(ends)]
+    works = [_Work(i, 10.0 + e, f, False, 1.0, (10.0, 10.0 + e)) for i, (e, f) in enumerate(ends)]
     close, completed = close_round(10.0, deadline, k, works)
     finishers = sorted((w.end_s, w.client) for w in works if w.finished and w.end_s <= 10.0 + deadline)
     assert len(completed) <= k and close <= 10.0 + deadline
@@ -408,7 +409,7 @@ def test_close_round_semantics(ends, k, deadline):
         assert close == min(10.0 + deadline, max(w.end_s for w in works))
         assert len(completed) == len(finishers)
     else:
-        assert close == 10.0 + deadline
+        assert close == 10.0 + min(deadline, EMPTY_ROUND_S)   # nobody admitted: the server waits
 
 
 def small_config(**kw) -> FleetConfig:
@@ -466,6 +467,27 @@ def test_a_client_whose_screen_turns_on_drops_out():
     assert row["eligible"] == 23 and row["selected"] == 23
     assert row["dropped"] == 1 and row["dropped_loan"] == 0 and row["completed"] == 18
     assert run.loan.borrowed_j[10] == pytest.approx(2.0 * 5.0)   # 5 s at 2 W, then it stopped
+
+
+def test_a_client_downloads_the_model_trains_then_uploads_at_its_networks_rates():
+    """Training starts when the model is down and a client finishes when its update is up; a
+    phone without a network does not check in; the transfers borrow no energy."""
+    states = {u: (DeviceState(u, 0.0, False, False, 90.0, net),)
+              for u, net in (("a", "wifi"), ("b", "cellular"), ("c", "none"))}
+    trace = Trace({u: () for u in states}, states, DAY_S)
+    p = Population.build(3, 0, trace, devices=(("pixel3", 1.0),), shifts=1)
+    size_bytes = 12e6
+    ctx = WorkContext(p, fedavg.SyntheticTask(1, 1, 0), make_cost, "toy")
+    run = PolicyRun("steady", ctx, SerialExecutor(ctx),
+                    RoundSettings(2, 1.0, 10, 16, math.inf, 0.05, model_bytes=size_bytes),
+                    (np.zeros((1, 60)), np.zeros(1, dtype=int)), 5.0)
+    row = run.play_round()
+    assert (row["eligible"], row["completed"]) == (2, 2)
+    train_s = 10 * LATENCY_S["pixel3"] * 1.5     # a first round
+    assert row["round_s"] == pytest.approx(download_s(size_bytes, "cellular") + train_s
+                                           + upload_s(size_bytes, "cellular"), rel=1e-12)
+    assert row["energy_j"] == pytest.approx(2 * FixedCost().power_w * train_s, rel=1e-12)
+    assert download_s(size_bytes, "wifi") < download_s(size_bytes, "cellular") < download_s(size_bytes, "none")
 
 
 def test_training_that_drains_the_battery_loses_clients_to_the_loan(tmp_path):

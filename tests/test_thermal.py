@@ -75,6 +75,45 @@ class TestSteadyState:
         assert dev.platform.temp_c("big") > dev.spec.ambient_c + 5  # the load did heat it
 
 
+PHONES = [n for n in CAT.devices if CAT.devices[n].kind == "phone"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(PHONES), st.lists(st.floats(0.0, 6.0), min_size=12, max_size=12),
+       st.lists(st.floats(0.0, 6.0), min_size=12, max_size=12), st.floats(0.0, 600.0), st.floats(0.01, 900.0))
+def test_temperature_bounds_hold_over_the_whole_stretch(name, before_w, during_w, warm_s, dt_s):
+    """`ThermalNetwork.range_c` bounds every node over [0, dt] for a held power, from any state."""
+    dev = device(device=name)
+    net = dev.platform.thermal
+    n = len(net.nodes)
+    net.step(warm_s, before_w[:n])
+    lo, hi = net.range_c(dt_s, during_w[:n])
+    start = net.state
+    for t in np.linspace(0.0, dt_s, 41):
+        net.state = start
+        net.step(t, during_w[:n])
+        temps = net.temp_c
+        assert all(a - 1e-9 <= x <= b + 1e-9 for a, x, b in zip(lo, temps, hi))
+
+
+@pytest.mark.parametrize("name", sorted(CAT.devices))
+def test_ipa_power_estimate_rises_with_the_opp(name):
+    """IPA's power_to_freq bisects the OPPs: its estimate must rise with frequency at any load
+    and temperature, on every profile (energy-model tables included)."""
+    spec = replace(CAT.device(name), thermal=replace(CAT.device(name).thermal, governor="power_allocator",
+                                                   sustainable_power_mw=2000.0))
+    dev = device(spec=spec)
+    zone = dev.thermal
+    for d, policy in enumerate(zone.policies):
+        for load in (0.01, 0.5, 1.0, float(len(policy.cpus))):
+            watts = [zone.domain_power_w(d, f, load) for f in policy.opps_mhz]
+            assert all(a <= b for a, b in zip(watts, watts[1:]))
+            for budget in (0.0, *watts, watts[-1] * 2):
+                linear = next((f for f in reversed(policy.opps_mhz) if zone.domain_power_w(d, f, load) <= budget),
+                              policy.opps_mhz[0])
+                assert zone.power_to_freq_mhz(d, budget, load) == linear
+
+
 class TestSchedutil:
     """PELT-like utilisation with a 32 ms half-life, 1.25x headroom, rounded up to an OPP."""
 

@@ -10,6 +10,7 @@ import argparse
 import importlib
 import re
 import sys
+from typing import Callable
 
 from swansim import __version__
 from swansim.errors import InputError
@@ -46,16 +47,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def guarded(fn: Callable[[], int | None], prog: str) -> int:
+    """Run ``fn`` as a command: bad input is one line ``prog: error: where: field: reason`` and
+    exit code 2, Ctrl-C one line and 130 (the experiment scripts run their ``main`` this way too)."""
     try:
-        args = build_parser().parse_args(argv)
-        return args.func(args) or 0
+        return fn() or 0
     except InputError as e:
-        print(f"swansim: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("swansim: interrupted; files already complete are kept, none is half written", file=sys.stderr)
+        print(f"{prog}: interrupted; files already complete are kept, none is half written", file=sys.stderr)
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    def command() -> int | None:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    return guarded(command, "swansim")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ with the prime core costs more than one with other big cores only; mixed sets co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Iterable
 
 from swansim.errors import InputError
@@ -164,7 +164,8 @@ class Plan:
 
     @classmethod
     def uniform(cls, choice: Choice, n_layers: int) -> "Plan":
-        return cls((choice,) * n_layers, (choice,) * n_layers, choice)
+        """One choice for every layer: one object per (choice, layers), hashed once."""
+        return _uniform(cls, choice, n_layers)
 
     def __hash__(self) -> int:
         h = self.__dict__.get("_hash")
@@ -189,3 +190,10 @@ class Plan:
     @property
     def label(self) -> str:
         return self.single.label if self.single is not None else "per-layer"
+
+
+@lru_cache(maxsize=4096)
+def _uniform(cls: type[Plan], choice: Choice, n_layers: int) -> Plan:
+    plan = cls((choice,) * n_layers, (choice,) * n_layers, choice)
+    plan.__dict__.update(choices=frozenset((choice,)), single=choice)
+    return plan

@@ -9,6 +9,10 @@ assumptions, argued in DESIGN.md ("Workload"):
     batch and the paper's Fig. 2b ordering cannot come out; 112 also keeps the ~0.4 GB PyTorch
     holds for backward at batch 16 far from the ~1.6 GB at 224 on a 4 GB phone.
   * MobileNetV2: the same OpenImage crops as ShuffleNetV2.
+The paper's fleet ran these tasks in FedScale; a client's local work per round is FedScale's
+benchmark configuration for the dataset (``local_steps``: benchmark/configs/openimage/openimage.yml
+20, benchmark/configs/speech/google_speech.yml 30), at the paper's batch 16 (an assumption: the
+paper gives no batch for its fleet; FedScale's configs use 20).
 Every path (landscape, ux, demo, calibration, policies, fleet) builds its graphs here.
 """
 from __future__ import annotations
@@ -28,12 +32,13 @@ class Task:
     model: str
     input_shape: tuple[int, int, int]
     num_classes: int
+    fl_local_steps: int = 20   # mini-batches per federated round (FedScale's config for the dataset)
 
 
 SWAN_TASKS: dict[str, Task] = {
-    "resnet34": Task("resnet34", (1, 32, 32), 35),
-    "shufflenet_v2_x2_0": Task("shufflenet_v2_x2_0", (3, 112, 112), 600),
-    "mobilenet_v2": Task("mobilenet_v2", (3, 112, 112), 600),
+    "resnet34": Task("resnet34", (1, 32, 32), 35, fl_local_steps=30),
+    "shufflenet_v2_x2_0": Task("shufflenet_v2_x2_0", (3, 112, 112), 600, fl_local_steps=20),
+    "mobilenet_v2": Task("mobilenet_v2", (3, 112, 112), 600, fl_local_steps=20),
 }
 # The two tasks of the paper's Fig. 2 (the calibration figures): 2a ResNet-34, 2b ShuffleNetV2.
 FIG2_TASKS = ("resnet34", "shufflenet_v2_x2_0")

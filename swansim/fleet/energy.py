@@ -118,18 +118,26 @@ class EnergyLoan:
             self._store(i, acc, t_s)
         self.settled_s = np.maximum(self.settled_s, t_s)
 
-    def train(self, i: int, t0_s: float, t1_s: float, power_w: float, commit: bool = True) -> float:
-        """Borrow ``power_w`` over server time ``[t0_s, t1_s)``; returns when the client stopped.
+    def train(self, i: int, t0_s: float, t1_s: float, power_w: float, commit: bool = True,
+              start_s: float | None = None) -> float:
+        """Borrow ``power_w`` over server time ``[start_s, t1_s)``; returns when the client stopped.
 
-        That is ``t1_s``, or earlier the time its level reaches the critical level. With
-        ``commit=False`` nothing changes (a look-ahead). Call :meth:`settle` up to ``t0_s`` first.
+        ``start_s`` (default ``t0_s``): training starts then; over ``[t0_s, start_s)`` the
+        client only repays (it is downloading the model). The stop is ``t1_s``, or earlier the
+        time its level reaches the critical level. With ``commit=False`` nothing changes (a
+        look-ahead). Call :meth:`settle` up to ``t0_s`` first.
         """
         if self.settled_s[i] < t0_s and self.loan_j[i] > 0:
             raise ValueError(f"client {i}: loan not settled up to {t0_s} s")
         shift = float(self.population.shift_s[i])
-        segments = self.population.traces.segments(int(self.population.user_idx[i]), t0_s + shift, t1_s + shift)
+        user = int(self.population.user_idx[i])
         acc = self._account(i)
-        stop = self._walk(acc, i, segments, power_w)
+        start_s = t0_s if start_s is None else min(max(start_s, t0_s), t1_s)
+        stop = None
+        if start_s > t0_s:
+            stop = self._walk(acc, i, self.population.traces.segments(user, t0_s + shift, start_s + shift), 0.0)
+        if stop is None:
+            stop = self._walk(acc, i, self.population.traces.segments(user, start_s + shift, t1_s + shift), power_w)
         stop_s = t1_s if stop is None else stop - shift
         if commit:
             self._store(i, acc, max(stop_s, float(self.settled_s[i])))

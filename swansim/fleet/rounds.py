@@ -1,4 +1,4 @@
-"""FedAvg rounds over a fleet: check-in, over-commit, a deadline, drop-outs, the energy loan.
+"""FedAvg rounds over a fleet: check-in, over-commit, model transfers, drop-outs, the energy loan.
 
 What a client's local training costs is not computed here: a :class:`LocalCost` (one per model
 and policy, built by a :data:`CostFactory`) says whether the policy admits training in a state
@@ -7,31 +7,34 @@ time ``T``:
 
 1. **Online**: repayment is settled up to ``T``; a client is online when its base user has a
    trace and its real battery level (traced minus loan) is above the critical level
-   (:mod:`swansim.fleet.energy`). **Eligible**: online and ``cost.admit(client, state)``: the
-   clients that check in.
+   (:mod:`swansim.fleet.energy`). **Eligible**: online, with a network, and
+   ``cost.admit(client, state)``: the clients that check in.
 2. **Selection**: ``ceil(overcommit x K)`` eligible clients, those with the smallest random
    priority of the round. Priorities come from the stream ``(STREAM_SELECT, r)`` and are the
    same for every policy (common random numbers: two policies with the same eligible clients
    select the same ones).
-3. **Local work**: ``cost.train(request)`` for every selected client, from ``T``. Declined
-   (``admitted=False``): no time, no energy. Otherwise the client works until ``T + duration_s``
-   at constant power ``energy_j / duration_s``; it has *finished* if it did every batch, else
-   its policy stopped it (a drop-out). It also drops out earlier, at the exact time, if its
-   energy loan would take its battery to the critical level.
+3. **Local work**: each selected client downloads the model (:mod:`swansim.fleet.network`: its
+   size at its network's rate at ``T``), then ``cost.train(request)`` from ``T + download``.
+   Declined (``admitted=False``): no time, no energy. Otherwise the client trains for
+   ``duration_s`` at constant power ``energy_j / duration_s``; if it did every batch it uploads
+   its update at its network's rate when training ends and has *finished* when the upload
+   does; else its policy stopped it (a drop-out), as does losing its network before the
+   upload. It also drops out earlier, at the exact time, if its energy loan would take its
+   battery to the critical level.
 4. **Close**: the round closes at the earliest of the K-th finish, the deadline
-   ``T + deadline_s``, and the time the last admitted client stops (the deadline if none was
-   admitted: the server waited a whole round). Finishers up to the close, in (time, client)
-   order, at most K, are **completed** and aggregated. **Stragglers**: clients still working at
-   the close (cancelled), finishers beyond the first K, and clients the callable stopped at the
-   deadline: their work is discarded. The other admitted clients **dropped** out.
-5. **Energy**: every admitted client pays power x (its stop - ``T``), its stop being its end,
+   ``T + deadline_s`` (none by default: FedScale, which the paper's fleet ran on, closes a round
+   at the K-th completion), and the time the last admitted client stops (``T + EMPTY_ROUND_S``
+   if none was admitted, or the deadline if earlier). Finishers up to the close, in (time,
+   client) order, at most K, are **completed** and aggregated. **Stragglers**: clients still
+   working at the close (cancelled), finishers beyond the first K, and clients the callable
+   stopped at the deadline: their work is discarded. The other admitted clients **dropped** out.
+5. **Energy**: every admitted client pays power x its training time up to its stop, its end,
    its drop-out or the close, whichever is first; the energy loan borrows it.
 6. **FedAvg** of the completed clients' local models (``local_steps`` mini-batches each,
    :mod:`swansim.fleet.fedavg`), weighted by their data sizes; then the test accuracy. The next
    round starts at the close.
 
-Network transfers and the server's aggregation take no time (assumption: the paper's fleet
-metric is dominated by on-device training; add them to ``duration_s`` if they matter).
+The server's aggregation takes no time (assumption).
 """
 from __future__ import annotations
 
@@ -45,9 +48,13 @@ import pandas as pd
 from swansim.fleet import fedavg
 from swansim.fleet.availability import ClientState, Timeline
 from swansim.fleet.energy import EnergyLoan
+from swansim.fleet.network import download_s, upload_s
 from swansim.fleet.population import STREAM_COST, STREAM_SELECT, Client, Population, stream
 
 CHUNK_CLIENTS = 16  # clients per unit of parallel work: fixed, so results do not depend on the worker count
+# A round in which no selected client admits training closes this long after it started (assumption:
+# the server selects again a minute later; Bonawitz et al. give rounds of 2-3 minutes).
+EMPTY_ROUND_S = 60.0
 ROUND_COLUMNS = ("policy", "round", "time_h", "round_s", "accuracy", "clients_online", "offline_loan",
                  "eligible", "selected", "declined", "completed", "stragglers", "dropped", "dropped_loan",
                  "energy_j", "wasted_energy_j")
@@ -219,9 +226,10 @@ class RoundSettings:
     overcommit: float
     local_steps: int
     batch_size: int
-    deadline_s: float
+    deadline_s: float                # math.inf: none
     learning_rate: float
     share_profiles: bool = True
+    model_bytes: float = 0.0         # moved each way per round (`swansim.fleet.network`); 0: no transfers
 
     @property
     def selected(self) -> int:
@@ -251,10 +259,11 @@ class _Work:
     """A selected, admitted client's local work as the server sees it."""
 
     client: int
-    end_s: float          # finish, policy stop, or loan drop-out
+    end_s: float          # finish (upload done), policy stop, loss of network, or loan drop-out
     finished: bool
     loan_drop: bool
     power_w: float
+    train_s: tuple[float, float]   # when it trained (the energy loan's interval)
 
 
 def close_round(start_s: float, deadline_s: float, per_round: int,
@@ -267,7 +276,7 @@ def close_round(start_s: float, deadline_s: float, per_round: int,
     elif works:
         close = min(deadline, max(w.end_s for w in works))
     else:
-        close = deadline
+        close = min(deadline, start_s + EMPTY_ROUND_S)
     return close, [c for t, c in finishers if t <= close][:per_round]
 
 
@@ -294,16 +303,19 @@ class PolicyRun:
         online = loan.online(snap.known, snap.battery_pct)
         offline_loan = snap.known & ~online & (np.where(snap.known, snap.battery_pct, 0.0) > loan.critical_pct)
         capacity = pop.capacity_j
-        eligible = np.array([i for i in np.flatnonzero(online).tolist()
-                             if self.cost.admit(pop.client(i), snap.state(i, float(pop.shift_s[i]),
-                                                                        float(loan.loan_j[i]), float(capacity[i])))],
+        states = {i: snap.state(i, float(pop.shift_s[i]), float(loan.loan_j[i]), float(capacity[i]))
+                  for i in np.flatnonzero(online).tolist()}
+        eligible = np.array([i for i, x in states.items() if x.network != "none" and self.cost.admit(pop.client(i), x)],
                             dtype=np.int64)
         priority = stream(pop.seed, STREAM_SELECT, r).random(len(pop))
         chosen = np.sort(eligible[np.argsort(priority[eligible], kind="stable")[:s.selected]])
 
         device = {int(i): pop.devices[pop.device_idx[i]] for i in chosen}
-        jobs = [TrainJob(int(i), r, t0, s.local_steps, s.batch_size, t0 + s.deadline_s, float(loan.loan_j[i]),
-                         st.carry.get(int(i)), st.shared.get(device[int(i)]) if s.share_profiles else None)
+        start = {int(i): t0 + (download_s(s.model_bytes, states[int(i)].network) if s.model_bytes else 0.0)
+                 for i in chosen}
+        jobs = [TrainJob(int(i), r, start[int(i)], s.local_steps, s.batch_size, t0 + s.deadline_s,
+                         float(loan.loan_j[i]), st.carry.get(int(i)),
+                         st.shared.get(device[int(i)]) if s.share_profiles else None)
                 for i in chosen]
         parts = self.executor.map(train_chunk, [(self.policy, c, self._news) for c in _chunks(jobs)])
         outcomes = [o for part, _ in parts for o in part]
@@ -326,19 +338,25 @@ class PolicyRun:
                 st.carry[job.client] = o.carry
             if not o.admitted:
                 continue
-            end = t0 + o.duration_s
+            end = job.start_s + o.duration_s
             power = o.energy_j / o.duration_s if o.duration_s > 0 else 0.0
-            stop = loan.train(job.client, t0, end, power, commit=False)
-            works.append(_Work(job.client, min(stop, end), stop >= end and o.batches_done == s.local_steps,
-                               stop < end, power))
+            stop = loan.train(job.client, t0, end, power, commit=False, start_s=job.start_s)
+            trained = stop >= end and o.batches_done == s.local_steps
+            up = 0.0
+            if trained and s.model_bytes:
+                up = upload_s(s.model_bytes, pop.timeline(job.client, job.loan_j).state_at(end).network)
+            finished = trained and math.isfinite(up)
+            works.append(_Work(job.client, end + up if finished else min(stop, end), finished, stop < end, power,
+                               (job.start_s, end)))
         close, completed = close_round(t0, s.deadline_s, s.per_round, works)
 
         energy = wasted = 0.0
         done = set(completed)
         dropped = dropped_loan = stragglers = 0
         for w in works:
-            stop = loan.train(w.client, t0, min(w.end_s, close), w.power_w)
-            spent = w.power_w * (stop - t0)
+            t_start, t_end = w.train_s
+            stop = loan.train(w.client, t0, min(t_end, close), w.power_w, start_s=t_start)
+            spent = w.power_w * max(0.0, stop - t_start)
             energy += spent
             if w.client in done:
                 continue

@@ -42,9 +42,11 @@ import pandas as pd
 from tqdm import tqdm
 
 from swansim import checks
+from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
 from swansim.fleet import fedavg
 from swansim.fleet.energy import CRITICAL_PCT
+from swansim.fleet.network import model_bytes
 from swansim.fleet.population import SHIFTS, Population, base_trace, base_users_needed
 from swansim.fleet.rounds import (ROUND_COLUMNS, CostFactory, FleetState, PolicyRun, RoundSettings,
                                   SerialExecutor, WorkContext, summarize)
@@ -69,10 +71,14 @@ class FleetConfig:
     per_round: int = 100                    # K
     overcommit: float = 1.3                 # Bonawitz et al., MLSys'19: the server selects 130 %
     rounds: int = 200
-    local_steps: int = 10                   # E mini-batches per round (choice)
+    local_steps: int | None = None          # E mini-batches per round; None: FedScale's config for
+                                            # the task (swansim.dnn.tasks: 20 OpenImage, 30 Speech)
     batch_size: int = 16                    # the Swan paper's batch size
     learning_rate: float = fedavg.LEARNING_RATE
-    deadline_s: float = 600.0               # choice: ~3x the 2-3 min rounds of Bonawitz et al.
+    deadline_s: float | None = None         # None: no deadline, as FedScale (a round closes at the
+                                            # K-th completion)
+    transfers: bool = True                  # model download and upload times (swansim.fleet.network;
+                                            # a Swan task's model, none for others)
     target_accuracy: float = 0.35           # Synthetic(1, 1) with 2,400 clients tops out near 0.44
     seed: int = 0
     trace: str = "synthetic"                # "synthetic", a trace-set directory, a FLASH .json or a FedScale pickle
@@ -93,9 +99,18 @@ class FleetConfig:
             return self.baseline
         return "pytorch-default" if "pytorch-default" in self.policies else self.policies[0]
 
+    @property
+    def steps(self) -> int:
+        """Mini-batches per client and round: ``local_steps``, or the task's FedScale figure."""
+        if self.local_steps is not None:
+            return self.local_steps
+        return SWAN_TASKS[self.model].fl_local_steps
+
     def settings(self) -> RoundSettings:
-        return RoundSettings(self.per_round, self.overcommit, self.local_steps, self.batch_size, self.deadline_s,
-                             self.learning_rate, self.share_profiles)
+        size = model_bytes(self.model) if self.transfers and self.model in SWAN_TASKS else 0.0
+        deadline_s = math.inf if self.deadline_s is None else self.deadline_s
+        return RoundSettings(self.per_round, self.overcommit, self.steps, self.batch_size, deadline_s,
+                             self.learning_rate, self.share_profiles, size)
 
 
 @dataclass(frozen=True)
@@ -157,10 +172,15 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: 
     _int(c.per_round, "per_round", 1, c.clients)
     _float(c.overcommit, "overcommit", 1.0)
     _int(c.rounds, "rounds", 1, 10_000)
-    _int(c.local_steps, "local_steps", 1, 1_000)
+    if c.local_steps is None and c.model not in SWAN_TASKS:
+        raise InputError(WHERE, "local_steps", f"needed: {c.model!r} is not a Swan task with FedScale's figure "
+                                               f"(tasks: {', '.join(SWAN_TASKS)})")
+    if c.local_steps is not None:
+        _int(c.local_steps, "local_steps", 1, 1_000)
     _int(c.batch_size, "batch_size", 1)
     _float(c.learning_rate, "learning_rate", 0.0, lo_open=True)
-    _float(c.deadline_s, "deadline_s", 0.0, lo_open=True)
+    if c.deadline_s is not None:
+        _float(c.deadline_s, "deadline_s", 0.0, lo_open=True)
     _float(c.target_accuracy, "target_accuracy", 0.0, 1.0, lo_open=True)
     _int(c.seed, "seed", 0)
     _int(c.trace_days, "trace_days", 1)
@@ -169,11 +189,12 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: 
     _float(c.beta, "beta", 0.0)
     _int(c.test_samples, "test_samples", 1)
     _float(c.critical_battery_pct, "critical_battery_pct", 0.0, 100.0, hi_open=True)
-    work = len(c.policies) * c.rounds * math.ceil(c.per_round * c.overcommit) * c.local_steps
+    work = len(c.policies) * c.rounds * math.ceil(c.per_round * c.overcommit) * c.steps
     checks.work(work, MAX_CLIENT_BATCHES, "client-batches (policies x rounds x selected x local steps)",
                 WHERE, no_limit)
-    if not isinstance(c.share_profiles, bool):
-        raise InputError(WHERE, "share_profiles", f"expected True or False, got {c.share_profiles!r}")
+    for flag in ("share_profiles", "transfers"):
+        if not isinstance(getattr(c, flag), bool):
+            raise InputError(WHERE, flag, f"expected True or False, got {getattr(c, flag)!r}")
     if not isinstance(c.trace, str) or not c.trace:
         raise InputError(WHERE, "trace", f"expected 'synthetic' or a path, got {c.trace!r}")
     if c.trace != "synthetic" and not Path(c.trace).exists():

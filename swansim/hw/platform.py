@@ -26,7 +26,7 @@ import numpy as np
 
 from swansim.hw.power import IDLE_LEAK_FRACTION, components, dynamic_power_w, leakage_w
 from swansim.hw.profile import DeviceSpec
-from swansim.hw.thermal import ThermalNetwork
+from swansim.hw.thermal import TempBounds, ThermalNetwork
 
 # The RC network's step: heat gathers over at least this long before it is integrated.
 THERMAL_STEP_S = 1e-3
@@ -253,6 +253,56 @@ class Platform:
         for w, n in zip(self._piece_w, self._piece_node):
             node[n] += w
         return np.array(node)
+
+    def held_node_power_w(self, cluster_temp_c: Sequence[float]) -> list[float]:
+        """Heat into each node from now on if each cluster were at ``cluster_temp_c``, with the
+        power held (`hold`): the cores' leakage follows the temperature, the charger's loss the
+        load, the rest stays."""
+        if self._held is None:
+            raise RuntimeError("held_node_power_w: no power is held")
+        node = self.node_power_w.tolist()
+        d = self.spec.soc.leakage_doubling_c
+        extra_w = 0.0
+        for k, idx in enumerate(self._leak_idx):
+            lines, j0 = self._piece_lines[k], self._piece_start[k]
+            more = (2.0 ** ((cluster_temp_c[k] - self._cluster_temp_c[k]) / d) - 1.0) * sum(lines[j - j0] for j in idx)
+            node[self._cluster_node[k]] += more
+            extra_w += more
+        fixed, per_load, max_w = self._charger
+        if per_load:
+            load_w = self._total_power_w - self.charging_loss_w + extra_w
+            node[self._comp_node[-1]] += min(max_w, fixed + per_load * load_w) - self.charging_loss_w
+        return node
+
+    def held_temp_bounds(self, dt_s: float, margin_c: float = 0.0, holds=None) -> TempBounds | None:
+        """Bounds on every node's temperature over the next ``dt_s`` with the power held: the
+        network's bounds (`ThermalNetwork.range_c`) at the leakage of the bounds' own cluster
+        temperatures, iterated until they settle, widened by ``margin_c``. With ``holds``, a
+        test of bounds: None as soon as the bounds fail it (they only widen as they settle)."""
+        net, nodes = self.thermal, self._cluster_node
+        lo, hi = net.range_c(dt_s, self.node_power_w)
+        for _ in range(8):
+            if holds is not None and not holds(TempBounds(net.index, [x - margin_c for x in lo],
+                                                          [x + margin_c for x in hi])):
+                return None
+            lo2 = net.range_c(dt_s, self.held_node_power_w([lo[n] for n in nodes]))[0]
+            hi2 = net.range_c(dt_s, self.held_node_power_w([hi[n] for n in nodes]))[1]
+            moved = max(max(abs(a - b) for a, b in zip(lo, lo2)), max(abs(a - b) for a, b in zip(hi, hi2)))
+            lo, hi = lo2, hi2
+            if moved < 1e-3:
+                break
+        bounds = TempBounds(net.index, [x - margin_c for x in lo], [x + margin_c for x in hi])
+        return bounds if holds is None or holds(bounds) else None
+
+    @property
+    def held(self) -> bool:
+        """Is the power held (`hold`)?"""
+        return self._held is not None
+
+    @property
+    def cluster_temp_c(self) -> list[float]:
+        """Each cluster's temperature as of the last thermal step (what its leakage follows)."""
+        return list(self._cluster_temp_c)
 
     @property
     def energy_j(self) -> np.ndarray:

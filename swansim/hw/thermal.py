@@ -16,12 +16,26 @@ would dominate vectors of six).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from operator import mul
 from typing import Sequence
 
 import numpy as np
 
 from swansim.hw.profile import AMBIENT, RCNetwork
+
+
+@dataclass(frozen=True)
+class TempBounds:
+    """Per node, the lowest and the highest temperature over a stretch of time (C)."""
+
+    index: dict[str, int]
+    lo_c: list[float]
+    hi_c: list[float]
+
+    def of(self, node: str) -> tuple[float, float]:
+        i = self.index[node]
+        return self.lo_c[i], self.hi_c[i]
 
 
 class ThermalNetwork:
@@ -92,6 +106,28 @@ class ThermalNetwork:
         z_ss = [sum(map(mul, row, p)) for row in self._gain_rows]
         self._z = [s + math.exp(-r * dt_s) * (z - s) for s, r, z in zip(z_ss, self._rates, self._z)]
         self._temp = None
+
+    def range_c(self, dt_s: float, power_w: Sequence[float]) -> tuple[list[float], list[float]]:
+        """Lower and upper bounds on every node's temperature over the next ``dt_s`` with
+        ``power_w`` held: a node's temperature is its steady state plus one exponential per
+        mode, and each exponential lies between its values now and at ``dt_s``."""
+        p = list(power_w)
+        z_ss = [sum(map(mul, row, p)) for row in self._gain_rows]
+        now = [z - s for z, s in zip(self._z, z_ss)]
+        then = [c * math.exp(-r * dt_s) for c, r in zip(now, self._rates)]
+        lo, hi = [], []
+        for row in self._v_rows:
+            base = self.ambient_c + sum(map(mul, row, z_ss))
+            a, b = base, base
+            for v, c0, c1 in zip(row, now, then):
+                x, y = v * c0, v * c1
+                if x < y:
+                    a, b = a + x, b + y
+                else:
+                    a, b = a + y, b + x
+            lo.append(a)
+            hi.append(b)
+        return lo, hi
 
     def stored_heat_j(self) -> float:
         """Heat stored above ambient, for energy-balance checks."""

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from types import FunctionType
 from typing import Callable, Iterable, Sequence
 
@@ -122,6 +122,34 @@ class Environment(simpy.Environment):
         if type(fn) is not FunctionType:
             fn = (lambda f=fn: f())   # step tells a bare timer from an event by its type
         heappush(self._queue, (self._now + delay_s, NORMAL, next(self._eid), fn))
+
+    def advance_to(self, t_s: float) -> None:
+        """Run every event before ``t_s`` and the current instant's deferred work, then move the
+        clock to ``t_s`` (what ``run(until=t_s)`` does, without a stop event)."""
+        queue = self._queue
+        while (queue and queue[0][0] < t_s) or (self._instant_end and t_s > self._now):
+            if queue and queue[0][0] < t_s:
+                self.step()
+            else:
+                fns, self._instant_end = self._instant_end, []
+                for fn in fns:
+                    fn()
+        if t_s > self._now:
+            self._now = self.now = t_s
+
+    def postpone(self, event: simpy.Event, t_s: float) -> None:
+        """Move a queued event (a process's sleep) to ``t_s``, no earlier than it was due."""
+        queue = self._queue
+        for i, entry in enumerate(queue):
+            if entry[3] is event:
+                if t_s < entry[0]:
+                    raise ValueError(f"postpone to {t_s} s, before the event's {entry[0]} s")
+                queue[i] = queue[-1]
+                queue.pop()
+                heapify(queue)
+                heappush(queue, (t_s, entry[1], next(self._eid), event))
+                return
+        raise ValueError("postpone: the event is not queued")
 
     def step(self) -> None:
         queue = self._queue

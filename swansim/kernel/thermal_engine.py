@@ -26,6 +26,7 @@ import math
 from typing import Sequence
 
 from swansim.hw.profile import ThermalEngineSpec
+from swansim.hw.thermal import TempBounds
 from swansim.kernel.cpufreq import ENGINE
 from swansim.kernel.thermal_gov import ThermalZone
 
@@ -55,11 +56,11 @@ class ThermalEngine:
         self.level_log: list[tuple[float, int, str, float, int, int]] = []
         self.shutdown_s: float | None = None
         self.n_samples = 0
-        self.processes: list = []   # one SimPy process per sampling period
+        self.periods_ms = sorted({r.sampling_ms for r in spec.rules})
+        self.processes: list = []   # one SimPy process per sampling period, in the order of periods_ms
 
     def start(self) -> None:
-        periods = sorted({r.sampling_ms for r in self.spec.rules})
-        self.processes = [self.env.process(self._run(ms)) for ms in periods]
+        self.processes = [self.env.process(self._run(ms)) for ms in self.periods_ms]
 
     def _run(self, period_ms: float):
         rules = [i for i, r in enumerate(self.spec.rules) if r.sampling_ms == period_ms]
@@ -73,6 +74,36 @@ class ThermalEngine:
         if v is None:
             return self.platform.temp_c(sensor)
         return v.offset_c + sum(w * self.platform.temp_c(n) for n, w in zip(v.nodes, v.weights))
+
+    def sensor_range_c(self, sensor: str, bounds: TempBounds) -> tuple[float, float]:
+        """The lowest and highest reading of a sensor within ``bounds``."""
+        v = self.spec.virtual.get(sensor)
+        if v is None:
+            return bounds.of(sensor)
+        lo = hi = v.offset_c
+        for n, w in zip(v.nodes, v.weights):
+            a, b = bounds.of(n)
+            lo, hi = (lo + w * a, hi + w * b) if w >= 0 else (lo + w * b, hi + w * a)
+        return lo, hi
+
+    def quiet(self, bounds: TempBounds, period_ms: float) -> bool:
+        """Would every sample of the monitors sampled every ``period_ms`` leave their levels (so
+        the engine's limits) as they are, whatever the readings within ``bounds``?"""
+        for rule, level in zip(self.spec.rules, self.levels):
+            if rule.sampling_ms != period_ms:
+                continue
+            lo, hi = self.sensor_range_c(rule.sensor, bounds)
+            if level < len(rule.thresholds_c) and hi >= rule.thresholds_c[level]:
+                return False
+            if level > 0 and lo <= rule.clear_c[level - 1]:
+                return False
+        spec = self.spec
+        return spec.shutdown_c is None or self.shutdown_s is not None \
+            or self.sensor_range_c(spec.shutdown_sensor, bounds)[1] < spec.shutdown_c
+
+    def skipped(self, samples: int) -> None:
+        """``samples`` samples were skipped as quiet."""
+        self.n_samples += samples
 
     def sample(self, rules: Sequence[int] | None = None) -> None:
         """One pass over monitors ``rules`` (None: all): read, move their levels, then set every

@@ -36,6 +36,7 @@ from typing import Sequence
 
 from swansim.hw.power import dynamic_power_w, leakage_w
 from swansim.hw.profile import ThermalSpec
+from swansim.hw.thermal import TempBounds
 from swansim.kernel.cpufreq import KERNEL, CpufreqPolicy
 from swansim.kernel.sched import Scheduler
 
@@ -80,6 +81,12 @@ class StatusMonitor:
         if critical:
             status = ThermalStatus.SHUTDOWN
         return ThermalStatus(status)
+
+    def holds(self, lo_c: float, hi_c: float) -> bool:
+        """Does the skin level stay where it is for any reading in ``[lo_c, hi_c]``?"""
+        level = self.skin_level
+        return ((level == ThermalStatus.SHUTDOWN or hi_c < self.thresholds_c[level])
+                and (level == ThermalStatus.NONE or lo_c >= self.thresholds_c[level - 1] - self.hysteresis_c))
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,33 @@ class ThermalZone:
     def throttle(self, temp_c: float) -> None:
         raise NotImplementedError
 
+    # -- quiet stretches (skipped by a fast-forward: `swansim.device.Device.skip_quiet`) ------
+
+    @property
+    def quiet_period_s(self) -> float:
+        """The polling delay while quiet (below every trip, not mitigating)."""
+        return self.spec.polling_idle_ms / 1000.0
+
+    def quiet(self, bounds: TempBounds) -> bool:
+        """Would every poll leave the caps, the governor's state and the status as they are,
+        whatever the readings within ``bounds``? Then skipping polls changes nothing."""
+        lo, hi = bounds.of(self.sensor)
+        if any(hi >= t for t in self._hot) or any(hi >= t for t in self._critical):
+            return False
+        if self.status != self.status_monitor.skin_level:   # a hot or critical trip's status would end
+            return False
+        if self._has_skin and not self.status_monitor.holds(*bounds.of("skin")):
+            return False
+        return all(self.policies[d].limit_mhz(KERNEL) == self.policies[d].fmax_mhz for d in self.domains) \
+            and self._governor_quiet(lo, hi)
+
+    def _governor_quiet(self, lo_c: float, hi_c: float) -> bool:
+        return False
+
+    def skipped(self, polls: int) -> None:
+        """``polls`` polls were skipped as quiet."""
+        self.n_polls += polls
+
     @property
     def rising(self) -> bool:
         return self.last_temp_c is not None and self.temp_c > self.last_temp_c
@@ -230,6 +264,10 @@ class StepWise(ThermalZone):
             opps = self.policies[d].opps_mhz
             self._set_cap(d, opps[len(opps) - 1 - deepest])
 
+    def _governor_quiet(self, lo_c: float, hi_c: float) -> bool:
+        return (not any(self.crossed) and not any(any(s) for s in self.state)
+                and all(hi_c < tp.temp_c for tp in self.passive_trips))
+
 
 class PowerAllocator(ThermalZone):
     """IPA: a PID on temperature sets a power budget, divided among CPU domains, turned into caps."""
@@ -258,6 +296,7 @@ class PowerAllocator(ThermalZone):
         self.granted_w: list[float] = [0.0] * len(self.domains)
         self._busy_prev = list(sched.busy_s)
         self._t_prev = self.env.now
+        self._opp_w: dict[tuple[int, float], tuple[float, float]] = {}   # (dynamic, leakage at ref) per OPP
 
     def passive(self) -> bool:
         return self.temp_c >= self.spec.switch_on_c or self.throttling
@@ -272,9 +311,15 @@ class PowerAllocator(ThermalZone):
         """
         p = self.platform
         c = p.clusters[self.policies[d].index]
+        per_opp = self._opp_w.get((d, freq_mhz))
+        if per_opp is None:
+            soc = p.spec.soc
+            per_opp = self._opp_w[(d, freq_mhz)] = (
+                dynamic_power_w(c, freq_mhz),
+                leakage_w(c, freq_mhz, soc.leakage_ref_c, soc.leakage_ref_c, soc.leakage_doubling_c) * len(c.cpus))
+        dyn_w, leak_ref_w = per_opp
         soc = p.spec.soc
-        leak = leakage_w(c, freq_mhz, p.temp_c(c.name), soc.leakage_ref_c, soc.leakage_doubling_c)
-        return dynamic_power_w(c, freq_mhz) * load + leak * len(c.cpus)
+        return dyn_w * load + leak_ref_w * 2.0 ** ((p.temp_c(c.name) - soc.leakage_ref_c) / soc.leakage_doubling_c)
 
     def _loads(self) -> list[float]:
         """Busy cores per domain averaged since the last poll (cpufreq_cooling get_load())."""
@@ -310,6 +355,10 @@ class PowerAllocator(ThermalZone):
         for d, granted, load in zip(self.domains, self.granted_w, loads):
             self._set_cap(d, self.power_to_freq_mhz(d, granted, load))
 
+    def _governor_quiet(self, lo_c: float, hi_c: float) -> bool:
+        # below switch-on every poll resets the PID and lifts the caps: nothing to change once done
+        return hi_c < self.spec.switch_on_c and self.budget_w is None and self.err_integral_c == 0.0
+
     def pid(self, temp_c: float, max_w: float) -> float:
         """pid_controller(): the power budget for the next period, W."""
         err = self.spec.control_c - temp_c
@@ -328,10 +377,15 @@ class PowerAllocator(ThermalZone):
         """cpufreq_power2state(): the highest OPP whose estimated power fits ``power_w``."""
         load = max(load, 0.01)  # the kernel divides by last_load ?: 1 (percent)
         opps = self.policies[d].opps_mhz
-        for f in reversed(opps):
-            if self.domain_power_w(d, f, load) <= power_w:
-                return f
-        return opps[0]
+        # the estimate rises with the OPP (tests/test_thermal.py checks every profile): bisect
+        lo, hi = 0, len(opps)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.domain_power_w(d, opps[mid], load) <= power_w:
+                lo = mid + 1
+            else:
+                hi = mid
+        return opps[max(lo - 1, 0)]
 
 
 def divvy_up_power(req_w: Sequence[float], max_w: Sequence[float], budget_w: float) -> list[float]:
