@@ -20,7 +20,8 @@ from swansim.hw.platform import Platform
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.hw.thermal import TempBounds
 from swansim.kernel.cpufreq import GOVERNORS, CpufreqPolicy, make_governor
-from swansim.kernel.sched import AUTO, PLACEMENTS, Environment, Scheduler, resolve_placement
+from swansim.kernel.engine import Environment
+from swansim.kernel.sched import AUTO, PLACEMENTS, Scheduler, resolve_placement
 from swansim.kernel.thermal_engine import ThermalEngine
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, ThermalZone, make_thermal_governor
 

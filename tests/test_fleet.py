@@ -490,6 +490,24 @@ def test_a_client_downloads_the_model_trains_then_uploads_at_its_networks_rates(
     assert download_s(size_bytes, "wifi") < download_s(size_bytes, "cellular") < download_s(size_bytes, "none")
 
 
+def test_a_client_that_loses_its_network_before_its_upload_drops_out():
+    states = {"a": (DeviceState("a", 0.0, False, False, 90.0, "wifi"),),
+              "b": (DeviceState("b", 0.0, False, False, 90.0, "wifi"),
+                    DeviceState("b", 5.0, False, False, 90.0, "none"))}
+    trace = Trace({u: () for u in states}, states, DAY_S)
+    p = Population.build(2, 0, trace, devices=(("pixel3", 1.0),), shifts=1)
+    ctx = WorkContext(p, fedavg.SyntheticTask(1, 1, 0), make_cost, "toy")
+    run = PolicyRun("steady", ctx, SerialExecutor(ctx),
+                    RoundSettings(2, 1.0, 10, 16, math.inf, 0.05, model_bytes=12e6),
+                    (np.zeros((1, 60)), np.zeros(1, dtype=int)), 5.0)
+    row = run.play_round()
+    train_s = 10 * LATENCY_S["pixel3"] * 1.5
+    assert (row["selected"], row["completed"], row["dropped"]) == (2, 1, 1)
+    # the round waits for the one that finishes; the other trained in vain
+    assert row["round_s"] == pytest.approx(download_s(12e6, "wifi") + train_s + upload_s(12e6, "wifi"), rel=1e-12)
+    assert row["wasted_energy_j"] == pytest.approx(FixedCost().power_w * train_s, rel=1e-12)
+
+
 def test_training_that_drains_the_battery_loses_clients_to_the_loan(tmp_path):
 
     res = _run(tmp_path, "burn", policies=("burn", "steady"), rounds=3, local_steps=40)
@@ -548,12 +566,13 @@ def test_the_coordinator_pools_reports_per_phone_model_from_the_next_round(tmp_p
     model = {i: pop.devices[pop.device_idx[i]] for i in range(len(pop))}
     for device, pool in st.shared.items():
         assert model[pool["first"]] == device        # a report goes to its own phone model's pool
-    for client, (r, seen) in st.carry.items():
+    carry = {client: st.carry_of(client) for client in st.carry}
+    for client, (r, seen) in carry.items():
         if r == 1:
             assert seen == {}                         # nothing is shared before the first round ends
         else:
             assert seen in ({}, st.shared[model[client]])
-    assert any(seen for _, seen in st.carry.values())
+    assert any(seen for _, seen in carry.values())
     off = run_fleet(replace(cfg, share_profiles=False), make_cost, tmp_path / "off", progress=False)
     on = pd.read_csv(tmp_path / "on" / "rounds.csv")
     assert off.rounds["round_s"].iloc[0] == on["round_s"].iloc[0]

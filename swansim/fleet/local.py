@@ -304,11 +304,11 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     bm = costs.batch_model
     with DirLock(out):
         bm.load(memo_path)
-        devices = sorted(set(build_population(config).devices))
-        bm.prefill(likely_keys(devices, config.model), jobs, progress)
+        population = build_population(config)   # a bad trace fails here, before the prefill
+        bm.prefill(likely_keys(sorted(set(population.devices)), config.model), jobs, progress)
         bm.save(memo_path)
         result = run_fleet(config, costs, out, jobs=jobs, dask_address=dask_address, progress=progress,
-                           no_limit=no_limit)
+                           no_limit=no_limit, population=population)
         bm.save(memo_path)   # merged: what every worker simulated on the way
         add_to_manifest(out, [memo_path.name])
     return result, bm

@@ -39,7 +39,8 @@ The server's aggregation takes no time (assumption).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import pickle
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
@@ -176,7 +177,7 @@ class TrainJob:
     batch_size: int
     deadline_s: float
     loan_j: float
-    carry: Any
+    carry: bytes | None      # the client's carry, pickled (None at first)
     shared: Any = None
 
 
@@ -189,9 +190,16 @@ def train_chunk(ctx: WorkContext, item: tuple[str, list[TrainJob], Any]) -> tupl
     out = []
     for j in jobs:
         timeline = pop.timeline(j.client, j.loan_j)
+        carry = None if j.carry is None else pickle.loads(j.carry)
         request = LocalRequest(pop.client(j.client), j.round, j.start_s, j.n_batches, j.batch_size, j.deadline_s,
-                               timeline.state_at(j.start_s), timeline, j.carry, j.shared)
-        out.append(_check_outcome(cost.train(request), request))
+                               timeline.state_at(j.start_s), timeline, carry, j.shared)
+        o = _check_outcome(cost.train(request), request)
+        # the carry travels and rests pickled: a checkpoint re-pickles only the clients that trained
+        if o.carry is not carry:
+            o = replace(o, carry=None if o.carry is None else pickle.dumps(o.carry, pickle.HIGHEST_PROTOCOL))
+        else:
+            o = replace(o, carry=j.carry)
+        out.append(o)
     return out, (cost.news() if hasattr(cost, "news") else None)
 
 
@@ -245,9 +253,14 @@ class FleetState:
     weights: np.ndarray
     loan: dict[str, np.ndarray]
     cursor: np.ndarray
-    carry: dict[int, Any] = field(default_factory=dict)
+    carry: dict[int, bytes] = field(default_factory=dict)   # client -> its carry, pickled (`carry_of`)
     rows: list[dict] = field(default_factory=list)
     shared: dict[str, dict] = field(default_factory=dict)   # phone model -> the coordinator's pool
+
+    def carry_of(self, client: int) -> Any:
+        """What ``client``'s last outcome returned as its carry (None if nothing)."""
+        blob = self.carry.get(client)
+        return None if blob is None else pickle.loads(blob)
 
     @classmethod
     def initial(cls, population: Population, loan: EnergyLoan) -> FleetState:

@@ -55,7 +55,7 @@ from swansim.pool import new_pool, stop_pool
 from swansim.results import DirLock, sha256_of, write_bytes, write_csv, write_manifest
 
 WHERE = "fleet config"
-CHECKPOINT_FORMAT = 3
+CHECKPOINT_FORMAT = 4
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -412,13 +412,15 @@ def build_population(config: FleetConfig) -> Population:
 
 
 def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs: int = 1,
-              dask_address: str | None = None, progress: bool = True, no_limit: bool = False) -> FleetResult:
-    """Run every policy of ``config`` (see the module docstring); returns the tables it wrote."""
+              dask_address: str | None = None, progress: bool = True, no_limit: bool = False,
+              population: Population | None = None) -> FleetResult:
+    """Run every policy of ``config`` (see the module docstring); returns the tables it wrote.
+    ``population``: the config's, when the caller has built it already (`build_population`)."""
     validate(config, no_limit=no_limit)
     out = _check_run(jobs, dask_address, out_dir)
     if not callable(cost):
         raise InputError(WHERE, "cost", f"expected a factory (model, policy) -> LocalCost, got {cost!r}")
-    population = build_population(config)
+    population = population or build_population(config)
     task = fedavg.SyntheticTask(config.alpha, config.beta, config.seed)
     test_set = task.test_set(population.n_samples.astype(np.float64), config.test_samples)
     ctx = WorkContext(population, task, cost, config.model)
