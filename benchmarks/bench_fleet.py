@@ -60,7 +60,14 @@ def swansim_fleet(cfg: FleetConfig, out, jobs: int) -> tuple[float, int, str]:
     result, bm = run_policy_fleet(cfg, out, jobs, progress=False)
     n = int(result.rounds["selected"].sum())
     hits, misses = result.lookups
-    return cpu_s() - t0, n, f"{len(bm)} batches in the memo, {misses} simulated in the rounds, {hits} hits"
+    return cpu_s() - t0, n, (f"{len(bm)} batches in the memo, {misses} simulated in the rounds, {hits} hits; "
+                             f"simulated {result.rounds['time_h'].max():.2f} h")
+
+
+def peak_rss_mib() -> tuple[float, float]:
+    """Peak resident memory of this process and of its largest reaped child (MiB)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_maxrss / 1024, kids.ru_maxrss / 1024
 
 
 def main(argv=None) -> None:
@@ -85,12 +92,15 @@ def main(argv=None) -> None:
         shutil.copy(f"{tmp}/cold/batch-memo.pkl", f"{tmp}/warm/batch-memo.pkl")
         warm_s, warm_n, warm_memo = swansim_fleet(cfg, f"{tmp}/warm", args.jobs)
     bare_ms = 1000 * bare_s / bare_n
+    rss, rss_worker = peak_rss_mib()
     print(f"{args.clients} clients, {args.per_round} per round (x{cfg.overcommit} selected), {args.rounds} rounds, "
           f"{len(cfg.policies)} policies, {cfg.steps} local steps, transfers {cfg.transfers}, --jobs {args.jobs}")
     print(f"  bare numpy FedAvg   {bare_ms:8.3f} CPU ms per client-round  ({bare_n} client-rounds)")
     for name, s, n, memo in (("swansim, cold", cold_s, cold_n, cold_memo), ("swansim, warm", warm_s, warm_n, warm_memo)):
         ms = 1000 * s / n
         print(f"  {name:<18}  {ms:8.3f} CPU ms per client-round  = {ms / bare_ms:6.1f}x the bare loop  ({memo})")
+    print(f"  peak memory: {rss:.0f} MiB in this process, {rss_worker:.0f} MiB in a worker; "
+          f"{rss * 1024 / args.clients:.1f} KiB per client (this process's peak over the clients)")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ QUIET_MARGIN_C = 0.05
 # as long each time it still is not, up to QUIET_RETRY_MAX_S: when to try only decides how much
 # is skipped, never what happens.
 QUIET_RETRY_S, QUIET_RETRY_MAX_S = 1.0, 64.0
+# Fewer polls than this are not worth the bounds (measured: benchmarks/bench_fastforward.py).
+QUIET_MIN_SKIPS = 8
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ class Device:
             e = self.thermal_engine
             for proc, ms in zip(e.processes, e.periods_ms):
                 self._pollers.append(_Poller(proc, ms / 1000.0, lambda b, ms=ms: e.quiet(b, ms), e.skipped))
+        self._polls_per_s = sum(1.0 / p.period_s for p in self._pollers)
         self.battery: Battery | None = None
         if spec.battery_capacity_j is not None:
             try:
@@ -170,8 +173,9 @@ class Device:
         Returns False when there was nothing to skip or the stretch is not quiet."""
         env, platform = self.env, self.platform
         now = env.now
-        if until_s <= now or now < self._quiet_retry_s or env._instant_end or not platform.held:
-            return False
+        if (until_s - now) * self._polls_per_s < QUIET_MIN_SKIPS or now < self._quiet_retry_s \
+                or env._instant_end or not platform.held:
+            return False   # too short to be worth it, or not worth trying yet
         sleeping = {id(p.process.target): p for p in self._pollers
                     if isinstance(p.process.target, simpy.events.Timeout)}
         horizon, due = until_s, []
@@ -189,7 +193,7 @@ class Device:
                 n += 1
             if t < horizon and n:
                 moves.append((ev, last, n, p))
-        if not moves:
+        if sum(n for _, _, n, _ in moves) < QUIET_MIN_SKIPS:
             return False
         if platform.held_temp_bounds(horizon - now, QUIET_MARGIN_C,
                                      lambda b: all(p.quiet(b) for _, _, _, p in moves)) is None:

@@ -64,12 +64,14 @@ def test_memo_counts_hits_and_stays_bounded():
 @pytest.mark.parametrize("ambient_c, preheat_s, party", [(35.0, 120.0, KERNEL), (33.0, 300.0, ENGINE)])
 def test_fast_forward_matches_full_simulation_through_throttling(ambient_c, preheat_s, party):
     """A hot phone (a warm room, minutes of dense load first) trains ResNet-34 with PyTorch's
-    default, then ShuffleNetV2 on one big core: caps change in the middle of batches - the kernel
+    default, then ShuffleNetV2 on one big core and on one little core (long batches, whose quiet
+    thermal polls the fast-forward skips): caps change in the middle of batches - the kernel
     zone's on a hot junction, or the thermal engine's on a warm skin - and the fast-forwarded phone
     must end where the simulated one does."""
     soc = PIXEL3.soc
     cfg = DeviceConfig("pixel3", ambient_c=ambient_c)
-    jobs = [("resnet34", pytorch_default(soc), 30), ("shufflenet_v2_x2_0", parse_choice("4", soc), 10)]
+    jobs = [("resnet34", pytorch_default(soc), 30), ("shufflenet_v2_x2_0", parse_choice("4", soc), 10),
+            ("shufflenet_v2_x2_0", parse_choice("0", soc), 4)]
 
     def preheated():
         dev = Device(cfg, catalogue=CAT)

@@ -275,19 +275,24 @@ class Platform:
         return node
 
     def held_temp_bounds(self, dt_s: float, margin_c: float = 0.0, holds=None) -> TempBounds | None:
-        """Bounds on every node's temperature over the next ``dt_s`` with the power held: the
-        network's bounds (`ThermalNetwork.range_c`) at the leakage of the bounds' own cluster
-        temperatures, iterated until they settle, widened by ``margin_c``. With ``holds``, a
-        test of bounds: None as soon as the bounds fail it (they only widen as they settle)."""
+        """Bounds on every node's temperature over the next ``dt_s`` with the power held, widened
+        by ``margin_c``: the network's bounds at the present power (`ThermalNetwork.range_c`),
+        plus (minus) the rise that the extra (missing) leakage at the bounds' own cluster
+        temperatures could add at most (`ThermalNetwork.rise_c`), iterated until they settle.
+        With ``holds``, a test of bounds: None as soon as the bounds fail it (they only widen)."""
         net, nodes = self.thermal, self._cluster_node
-        lo, hi = net.range_c(dt_s, self.node_power_w)
+        p_now = self.node_power_w.tolist()
+        lo0, hi0 = net.range_c(dt_s, p_now)
+        lo, hi = lo0, hi0
         for _ in range(8):
             if holds is not None and not holds(TempBounds(net.index, [x - margin_c for x in lo],
                                                           [x + margin_c for x in hi])):
                 return None
-            lo2 = net.range_c(dt_s, self.held_node_power_w([lo[n] for n in nodes]))[0]
-            hi2 = net.range_c(dt_s, self.held_node_power_w([hi[n] for n in nodes]))[1]
-            moved = max(max(abs(a - b) for a, b in zip(lo, lo2)), max(abs(a - b) for a, b in zip(hi, hi2)))
+            more = [max(0.0, a - b) for a, b in zip(self.held_node_power_w([hi[n] for n in nodes]), p_now)]
+            less = [max(0.0, b - a) for a, b in zip(self.held_node_power_w([lo[n] for n in nodes]), p_now)]
+            hi2 = [h + x for h, x in zip(hi0, net.rise_c(more))]
+            lo2 = [low - x for low, x in zip(lo0, net.rise_c(less))]
+            moved = max(max(a - b for a, b in zip(hi2, hi)), max(b - a for a, b in zip(lo2, lo)))
             lo, hi = lo2, hi2
             if moved < 1e-3:
                 break

@@ -70,6 +70,7 @@ class ThermalNetwork:
         self._rates = lam.tolist()
         self._v_rows = self._v.tolist()
         self._gain_rows = (self._v_inv @ self._g_inv).tolist()   # node power -> modal steady state
+        self._g_inv_rows = self._g_inv.tolist()
         self._temp: np.ndarray | None = None
 
     @property
@@ -128,6 +129,12 @@ class ThermalNetwork:
             lo.append(a)
             hi.append(b)
         return lo, hi
+
+    def rise_c(self, power_w: Sequence[float]) -> list[float]:
+        """Each node's steady-state rise above ambient under ``power_w`` (G^-1 P): also the most
+        that adding ``power_w`` from any moment raises a node at any later time."""
+        p = list(power_w)
+        return [sum(map(mul, row, p)) for row in self._g_inv_rows]
 
     def stored_heat_j(self) -> float:
         """Heat stored above ambient, for energy-balance checks."""
