@@ -7,7 +7,8 @@ rounds over the same population and task, and writes into ``out_dir``:
 * ``summary.csv``: one row per policy (:func:`~swansim.fleet.rounds.summarize`);
 * ``manifest.json``: the config, the seed, the population's make-up, and what
   :func:`swansim.results.write_manifest` adds (version, commit, when);
-* ``checkpoints/<policy>.pkl``: written after every completed round. Run the same config into
+* ``checkpoints/<policy>.pkl``: written after every completed round (the clients' carries stay
+  pickled between rounds, so a round re-pickles only the clients that trained). Run the same config into
   the same directory again and it continues from each policy's last completed round; the
   results equal those of an uninterrupted run. Raising ``rounds`` continues a finished run. A
   checkpoint carries its run's identity - the policy, every config field, the trace's content
