@@ -606,6 +606,54 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
         run_fleet(replace(cfg, per_round=9), make_cost, tmp_path / "cut", progress=False)
 
 
+# A fleet run in a process of its own, each client's training slowed by a sleep, so that a
+# SIGKILL lands in the middle of the run (between rounds or inside one).
+_KILLABLE = """
+import sys, time
+sys.path.insert(0, sys.argv[2])
+from dataclasses import replace
+from test_fleet import make_cost, small_config
+from swansim.fleet.run import run_fleet
+
+def slow(model, policy):
+    cost = make_cost(model, policy)
+
+    class Slow:
+        admit = cost.admit
+
+        def train(self, req):
+            time.sleep(0.02)
+            return cost.train(req)
+    return Slow()
+
+run_fleet(small_config(policies=("steady", "sharing"), rounds=5), slow, sys.argv[1], progress=False)
+"""
+
+
+def test_a_run_killed_with_sigkill_resumes_to_the_uninterrupted_result(tmp_path):
+    """No signal handler runs on SIGKILL: what is on disk must be a state a resume can continue
+    from (checkpoints written whole or not at all) and the results those of an uninterrupted run."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cfg = small_config(policies=("steady", "sharing"), rounds=5)
+    whole = run_fleet(cfg, make_cost, tmp_path / "whole", progress=False)
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, str(cut), str(Path(__file__).parent)])
+    deadline = time.monotonic() + 60
+    while not (cut / "checkpoints" / "steady.pkl").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    time.sleep(0.1)   # into the next round
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL
+    assert not (cut / "rounds.csv").exists()
+    resumed = run_fleet(cfg, make_cost, cut, progress=False)
+    assert _files(cut) == _files(tmp_path / "whole")
+    assert resumed.summary.equals(whole.summary)
+
+
 def test_summary_ratios_are_relative_to_the_baseline(tmp_path):
     res = _run(tmp_path, "sum", policies=("idle", "steady"), rounds=8, target_accuracy=0.15)
     s = res.summary.set_index("policy")
