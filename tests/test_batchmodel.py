@@ -7,6 +7,8 @@ including when the thermal governor changes caps in the middle of a batch.
 """
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from swansim.batchmodel import BatchKey, BatchModel, FastForward, check_fast_forward, simulate_batch
 from swansim.device import Device, DeviceConfig
@@ -174,3 +176,30 @@ def test_a_saved_memo_is_checked_against_its_digest(tmp_path):
     with pytest.raises(InputError) as e:
         BatchModel().load(path)
     assert e.value.field == "memo"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=st.floats(0.0, 1.0, exclude_max=True), mask=st.integers(1, 255))
+def test_a_memo_with_any_byte_changed_is_refused_ignored_or_intact(tmp_path, at, mask):
+    """Never silently wrong: a damaged memo is one InputError, or set aside (its stamp no longer
+    matches this code), or - where the change left the same content - the same costs."""
+    from swansim.errors import InputError
+
+    bm = BatchModel(simulate=lambda k: ("cost of", k.plan.label, k.warmup))
+    keys = [BatchKey("pixel3", "resnet34", parse_choice(c, PIXEL3.soc), warmup=w) for c in ("4", "45") for w in (0, 1)]
+    for k in keys:
+        bm.cost(k)
+    path = tmp_path / "memo.pkl"
+    bm.save(path)
+    data = bytearray(path.read_bytes())
+    data[int(at * len(data))] ^= mask
+    path.write_bytes(bytes(data))
+    loaded = BatchModel(simulate=lambda k: pytest.fail("simulated"))
+    try:
+        n = loaded.load(path)
+    except InputError as e:
+        assert str(path) in str(e)
+        return
+    assert n in (0, len(keys))
+    if n:
+        assert [loaded.cost(k) for k in keys] == [bm.cost(k) for k in keys]

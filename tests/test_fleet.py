@@ -654,6 +654,29 @@ def test_a_run_killed_with_sigkill_resumes_to_the_uninterrupted_result(tmp_path)
     assert resumed.summary.equals(whole.summary)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=st.floats(0.0, 1.0, exclude_max=True), mask=st.integers(1, 255))
+def test_a_checkpoint_with_any_byte_changed_is_refused_or_resumes_right(tmp_path_factory, at, mask):
+    """Never silently wrong: a checkpoint with one byte changed is one InputError naming it, or
+    (where the change left the same content) the run resumes to the uninterrupted result."""
+    base = tmp_path_factory.mktemp("fuzz")
+    cfg = small_config(policies=("sharing",), rounds=3)
+    whole = base / "whole"
+    run_fleet(cfg, make_cost, whole, progress=False)
+    cut = base / "cut"
+    run_fleet(replace(cfg, rounds=2), make_cost, cut, progress=False)
+    path = cut / "checkpoints" / "sharing.pkl"
+    data = bytearray(path.read_bytes())
+    data[int(at * len(data))] ^= mask
+    path.write_bytes(bytes(data))
+    try:
+        run_fleet(cfg, make_cost, cut, progress=False)
+    except InputError as e:
+        assert str(path) in str(e) and len(str(e).splitlines()) == 1
+        return
+    assert (cut / "rounds.csv").read_bytes() == (whole / "rounds.csv").read_bytes()
+
+
 def test_summary_ratios_are_relative_to_the_baseline(tmp_path):
     res = _run(tmp_path, "sum", policies=("idle", "steady"), rounds=8, target_accuracy=0.15)
     s = res.summary.set_index("policy")
