@@ -33,7 +33,9 @@ def simulate_fleet(model: str = "resnet34", policies=("swan", "pytorch-default")
     from swansim.fleet.local import run_policy_fleet
     from swansim.fleet.run import FleetConfig
 
-    cfg = FleetConfig(**checks.keywords({"model": model, "policies": checks.listed(policies), **config}, FleetConfig, "swansim.simulate_fleet"))
+    where = "swansim.simulate_fleet"
+    cfg = FleetConfig(**checks.keywords({"model": model, "policies": checks.listed(policies, f"{where}(policies=...)"),
+                                         **config}, FleetConfig, where))
     result, _ = run_policy_fleet(cfg, out, jobs, progress=progress, no_limit=no_limit)
     return result
 
@@ -53,7 +55,7 @@ def thermal(devices=None, minutes: float = 30.0, out: str | Path = "results/ther
     from swansim.runs.thermal import run_thermal
 
     if devices is not None:
-        devices = list(checks.listed(devices))
+        devices = list(checks.listed(devices, "swansim.thermal(devices=...)"))
     return run_thermal(out, devices, minutes, sample_s, governor, thermal_governor, plots, jobs, progress, seed)
 
 
@@ -73,7 +75,7 @@ def ux(out: str | Path = "results/ux", plots: bool = True, jobs: int | None = No
 
     for key in ("devices", "models"):
         if key in config:
-            config[key] = checks.listed(config[key])
+            config[key] = checks.listed(config[key], f"swansim.ux({key}=...)")
     cfg = replace(UxConfig(), **checks.keywords(config, UxConfig, "swansim.ux"))
     return run_ux(cfg, out, plots, jobs, progress)
 

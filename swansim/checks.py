@@ -57,11 +57,15 @@ def work(estimate: float, bound: float, unit: str, where: str, no_limit: bool = 
     return estimate
 
 
-def listed(value) -> tuple:
-    """One rule for list arguments: a string is a comma-separated list, anything else an iterable."""
+def listed(value, where: str = "value") -> tuple:
+    """One rule for list arguments: a string is a comma-separated list, anything else an
+    iterable (else one InputError naming ``where``)."""
     if isinstance(value, str):
         return tuple(n.strip() for n in value.split(",") if n.strip())
-    return tuple(value)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise InputError(where, shown(value), "expected a comma-separated string or a list") from None
 
 
 def keywords(kwargs: dict, config, where: str) -> dict:

@@ -562,6 +562,34 @@ def test_the_api_takes_numpy_seeds_and_names_as_a_string():
         swansim.compare(devices="pixel3", models="resnet34", policies="pytorch-default", duration_s=1, ux=False)
 
 
+_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
+                  st.text(max_size=6), st.lists(st.integers(), max_size=2), st.tuples(st.text(max_size=3)))
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_api_fleet_keywords_are_one_line_errors_or_accepted(data, tmp_path_factory):
+    """Any value for any `FleetConfig` keyword of `swansim.simulate_fleet`: one InputError (no
+    TypeError, no traceback from deep inside) before any work, or the work starts."""
+    from dataclasses import fields
+
+    import swansim
+    from swansim.errors import InputError
+    from swansim.fleet.run import FleetConfig
+
+    name = data.draw(st.sampled_from([f.name for f in fields(FleetConfig)]))
+    value = data.draw(_JUNK)
+    out = tmp_path_factory.mktemp("api") / "o"
+    with tripwire():
+        try:
+            swansim.simulate_fleet(out=out, progress=False, **{name: value})
+        except InputError as e:
+            assert len(str(e).splitlines()) == 1
+            assert not out.exists()
+        except WorkStarted:
+            pass
+
+
 @pytest.mark.parametrize("call, kwargs, keyword", [
     ("run", dict(duration_s=-1), "swansim.run(duration_s=...)"),
     ("run", dict(duration_s=10, bench_at_s=-5), "swansim.run(bench_at_s=...)"),

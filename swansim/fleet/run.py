@@ -43,6 +43,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from swansim import checks
+from swansim.apps.synth import MAX_DAYS, MAX_USER_DAYS
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
 from swansim.fleet import fedavg
@@ -184,7 +185,7 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: 
         _float(c.deadline_s, "deadline_s", 0.0, lo_open=True)
     _float(c.target_accuracy, "target_accuracy", 0.0, 1.0, lo_open=True)
     _int(c.seed, "seed", 0)
-    _int(c.trace_days, "trace_days", 1)
+    _int(c.trace_days, "trace_days", 1, MAX_DAYS)
     _int(c.shifts, "shifts", 1, 24)
     _float(c.alpha, "alpha", 0.0)
     _float(c.beta, "beta", 0.0)
@@ -200,6 +201,10 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: 
         raise InputError(WHERE, "trace", f"expected 'synthetic' or a path, got {c.trace!r}")
     if c.trace != "synthetic" and not Path(c.trace).exists():
         raise InputError(WHERE, "trace", f"no such file or directory: {c.trace}")
+    users = base_users_needed(c.clients, c.shifts)
+    if c.trace == "synthetic" and users * c.trace_days > MAX_USER_DAYS:
+        raise InputError(WHERE, "trace_days", f"{users} base users x {c.trace_days} days is more than the "
+                                              f"{MAX_USER_DAYS} user-days a synthetic trace may hold")
     if not isinstance(c.devices, tuple):
         raise InputError(WHERE, "devices", f"expected a tuple of (profile, weight), got {c.devices!r}")
     if c.devices:

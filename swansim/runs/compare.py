@@ -162,7 +162,8 @@ def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorc
     silences the bar on stderr."""
     checks.keywords(kwargs, CompareConfig, "swansim.compare")
     with checks.as_keywords("swansim.compare", {"--set": "sets"}):
-        devices, models, policies = checks.listed(devices), checks.listed(models), checks.listed(policies)
+        devices, models, policies = (checks.listed(v, f"swansim.compare({k}=...)") for k, v in
+                                     (("devices", devices), ("models", models), ("policies", policies)))
         sets = tuple((k, tuple(str(v) for v in vs)) for k, vs in (sets or {}).items())
         cfg = CompareConfig(devices=tuple(devices), models=tuple(models), policies=tuple(policies), trace=trace,
                             synthetic=synthetic, duration_s=duration_s, sets=sets, **kwargs)
