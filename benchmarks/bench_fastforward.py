@@ -1,7 +1,8 @@
 """Fast-forward against full simulation: the same batches, CPU per batch in bare events.
 
 A Pixel 3 at 25 C trains ``--batches`` batches of ResNet-34 with PyTorch's default, then the
-same number of ShuffleNetV2-x2 on one big core, once fully simulated and once fast-forwarded
+same number of ShuffleNetV2-x2 on one big core and a tenth as many of MobileNetV2 with the
+default (25 s batches), once fully simulated and once fast-forwarded
 with the batch model (the memo starts empty: its misses are simulated and counted in). Printed:
 CPU per batch of each in bare SimPy events (see _bare.py), the speed-up, the memo's hit rate,
 and the differences in simulated time, energy and final temperatures. Then the same batches
@@ -30,12 +31,14 @@ def main(argv=None) -> None:
     n = ap.parse_args(argv).batches
     cfg = DeviceConfig("pixel3")
     soc = Device(cfg).spec.soc
-    jobs = [("resnet34", pytorch_default(soc), n), ("shufflenet_v2_x2_0", parse_choice("4", soc), n)]
+    # MobileNetV2 under PyTorch's default: 25 s batches, long enough for quiet thermal polls
+    jobs = [("resnet34", pytorch_default(soc), n), ("shufflenet_v2_x2_0", parse_choice("4", soc), n),
+            ("mobilenet_v2", pytorch_default(soc), max(2, n // 10))]
     bare = bare_event_s(100_000, 2)
     c = check_fast_forward(lambda: Device(cfg), jobs)
     full, ff, full_cpu, ff_cpu = c.full, c.ff, c.full_cpu_s, c.ff_cpu_s
     bare = (bare + bare_event_s(100_000, 2)) / 2
-    total = 2 * n
+    total = sum(k for _, _, k in jobs)
     print(f"{total} batches: full {full_cpu / total / bare:,.0f} bare events/batch, fast-forward "
           f"{ff_cpu / total / bare:,.0f} (x{full_cpu / ff_cpu:.1f}); memo hit rate {c.memo.hit_rate:.1%}")
     print(f"time {ff.env.now / full.env.now - 1:+.3%}, energy "
