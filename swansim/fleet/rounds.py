@@ -318,8 +318,8 @@ class PolicyRun:
         capacity = pop.capacity_j
         states = {i: snap.state(i, float(pop.shift_s[i]), float(loan.loan_j[i]), float(capacity[i]))
                   for i in np.flatnonzero(online).tolist()}
-        eligible = np.array([i for i, x in states.items() if x.network != "none" and self.cost.admit(pop.client(i), x)],
-                            dtype=np.int64)
+        eligible = np.array([i for i, x in states.items()
+                             if x.network != "none" and self.cost.admit(pop.client(i), x)], dtype=np.int64)
         priority = stream(pop.seed, STREAM_SELECT, r).random(len(pop))
         chosen = np.sort(eligible[np.argsort(priority[eligible], kind="stable")[:s.selected]])
 
