@@ -174,12 +174,12 @@ class Device:
         env, platform = self.env, self.platform
         now = env.now
         if (until_s - now) * self._polls_per_s < QUIET_MIN_SKIPS or now < self._quiet_retry_s \
-                or env._instant_end or not platform.held:
+                or env.instant_busy or not platform.held:
             return False   # too short to be worth it, or not worth trying yet
         sleeping = {id(p.process.target): p for p in self._pollers
                     if isinstance(p.process.target, simpy.events.Timeout)}
         horizon, due = until_s, []
-        for t, _, eid, ev in env._queue:
+        for t, eid, ev in env.queued():
             p = sleeping.get(id(ev))
             if p is None:
                 horizon = min(horizon, t)

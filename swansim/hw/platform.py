@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from swansim.hw.power import IDLE_LEAK_FRACTION, components, dynamic_power_w, leakage_w
+from swansim.hw.power import IDLE_LEAK_FRACTION, components, dynamic_power_w, leakage_factor, leakage_w
 from swansim.hw.profile import DeviceSpec
 from swansim.hw.thermal import TempBounds, ThermalNetwork
 
@@ -224,7 +224,7 @@ class Platform:
     def _refresh_leakage(self) -> None:
         soc = self.spec.soc
         self._cluster_temp_c = [self._net.node_temp_c(n) for n in self._cluster_node]
-        self._leak_factor = [2.0 ** ((t - soc.leakage_ref_c) / soc.leakage_doubling_c) for t in self._cluster_temp_c]
+        self._leak_factor = [leakage_factor(t, soc.leakage_ref_c, soc.leakage_doubling_c) for t in self._cluster_temp_c]
         self._stale = self._cores_stale = True
         for memo in self._cluster_memo:
             memo.clear()
@@ -265,7 +265,8 @@ class Platform:
         extra_w = 0.0
         for k, idx in enumerate(self._leak_idx):
             lines, j0 = self._piece_lines[k], self._piece_start[k]
-            more = (2.0 ** ((cluster_temp_c[k] - self._cluster_temp_c[k]) / d) - 1.0) * sum(lines[j - j0] for j in idx)
+            leak_w = sum(lines[j - j0] for j in idx)
+            more = (leakage_factor(cluster_temp_c[k], self._cluster_temp_c[k], d) - 1.0) * leak_w
             node[self._cluster_node[k]] += more
             extra_w += more
         fixed, per_load, max_w = self._charger
@@ -281,12 +282,15 @@ class Platform:
         temperatures could add at most (`ThermalNetwork.rise_c`), iterated until they settle.
         With ``holds``, a test of bounds: None as soon as the bounds fail it (they only widen)."""
         net, nodes = self.thermal, self._cluster_node
+
+        def widened(lo, hi) -> TempBounds:
+            return TempBounds(net.index, [x - margin_c for x in lo], [x + margin_c for x in hi])
+
         p_now = self.node_power_w.tolist()
         lo0, hi0 = net.range_c(dt_s, p_now)
         lo, hi = lo0, hi0
         for _ in range(8):
-            if holds is not None and not holds(TempBounds(net.index, [x - margin_c for x in lo],
-                                                          [x + margin_c for x in hi])):
+            if holds is not None and not holds(widened(lo, hi)):
                 return None
             more = [max(0.0, a - b) for a, b in zip(self.held_node_power_w([hi[n] for n in nodes]), p_now)]
             less = [max(0.0, b - a) for a, b in zip(self.held_node_power_w([lo[n] for n in nodes]), p_now)]
@@ -296,7 +300,7 @@ class Platform:
             lo, hi = lo2, hi2
             if moved < 1e-3:
                 break
-        bounds = TempBounds(net.index, [x - margin_c for x in lo], [x + margin_c for x in hi])
+        bounds = widened(lo, hi)
         return bounds if holds is None or holds(bounds) else None
 
     @property
@@ -399,7 +403,7 @@ class Platform:
         d = self.spec.soc.leakage_doubling_c
         p = list(held)
         for k, idx in enumerate(self._leak_idx):
-            f = 2.0 ** ((self._cluster_temp_c[k] - at_c) / d)
+            f = leakage_factor(self._cluster_temp_c[k], at_c, d)
             for i in idx:
                 p[i] *= f
         p[self._screen_idx] = self._screen_w if self.screen_on else 0.0

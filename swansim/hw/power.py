@@ -33,10 +33,15 @@ def _opp_index(cluster: ClusterSpec, freq_mhz: float) -> int:
     return len(cluster.opp_freq_mhz) - 1
 
 
+def leakage_factor(temp_c: float, ref_c: float, doubling_c: float) -> float:
+    """Leakage at ``temp_c`` over leakage at ``ref_c``: it doubles every ``doubling_c``."""
+    return 2.0 ** ((temp_c - ref_c) / doubling_c)
+
+
 def leakage_w(cluster: ClusterSpec, freq_mhz: float, temp_c: float, ref_c: float, doubling_c: float) -> float:
     """Static power of one powered core: voltage-scaled, doubling every ``doubling_c``."""
     v_ratio = cluster.voltage_v(freq_mhz) / (cluster.opp_voltage_mv[-1] / 1000.0)
-    return cluster.leakage_mw_per_core / 1000.0 * v_ratio * 2.0 ** ((temp_c - ref_c) / doubling_c)
+    return cluster.leakage_mw_per_core / 1000.0 * v_ratio * leakage_factor(temp_c, ref_c, doubling_c)
 
 
 @dataclass(frozen=True)

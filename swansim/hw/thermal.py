@@ -96,9 +96,6 @@ class ThermalNetwork:
         """Temperature of node ``i`` (C)."""
         return self.ambient_c + sum(map(mul, self._v_rows[i], self._z))
 
-    def steady_state_c(self, power_w: np.ndarray) -> np.ndarray:
-        return self.ambient_c + self._g_inv @ power_w
-
     def step(self, dt_s: float, power_w: Sequence[float]) -> None:
         """Advance by ``dt_s`` with ``power_w`` (W per node) held constant."""
         if dt_s <= 0:

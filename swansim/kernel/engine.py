@@ -61,6 +61,15 @@ class Environment(simpy.Environment):
         if t_s > self._now:
             self._now = self.now = t_s
 
+    @property
+    def instant_busy(self) -> bool:
+        """Is work deferred to the end of the current instant still to run?"""
+        return bool(self._instant_end)
+
+    def queued(self):
+        """``(time, event id, event or timer)`` of everything queued, in no particular order."""
+        return ((t, eid, ev) for t, _, eid, ev in self._queue)
+
     def postpone(self, event: simpy.Event, t_s: float) -> None:
         """Move a queued event (a process's sleep) to ``t_s``, no earlier than it was due."""
         queue = self._queue

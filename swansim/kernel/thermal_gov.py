@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Sequence
 
-from swansim.hw.power import dynamic_power_w, leakage_w
+from swansim.hw.power import dynamic_power_w, leakage_factor, leakage_w
 from swansim.hw.profile import ThermalSpec
 from swansim.hw.thermal import TempBounds
 from swansim.kernel.cpufreq import KERNEL, CpufreqPolicy
@@ -319,7 +319,7 @@ class PowerAllocator(ThermalZone):
                 leakage_w(c, freq_mhz, soc.leakage_ref_c, soc.leakage_ref_c, soc.leakage_doubling_c) * len(c.cpus))
         dyn_w, leak_ref_w = per_opp
         soc = p.spec.soc
-        return dyn_w * load + leak_ref_w * 2.0 ** ((p.temp_c(c.name) - soc.leakage_ref_c) / soc.leakage_doubling_c)
+        return dyn_w * load + leak_ref_w * leakage_factor(p.temp_c(c.name), soc.leakage_ref_c, soc.leakage_doubling_c)
 
     def _loads(self) -> list[float]:
         """Busy cores per domain averaged since the last poll (cpufreq_cooling get_load())."""
