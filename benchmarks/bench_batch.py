@@ -28,7 +28,7 @@ from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import SWAN_TASKS, build_task
 from swansim.dnn.training import TrainingJob
 from swansim.hw.profile import TOP_APP
-from swansim.kernel.sched import AUTO
+from swansim.kernel.placement import AUTO
 
 CHOICES = ("default", "4", "4567", "0", "0123", "01234567")
 # Bare events timed between batches. The bare loop's speed on a shared machine swings 2x

@@ -1,9 +1,9 @@
 """What the phones cost in a fleet: swansim's FedAvg against the same FedAvg as a bare numpy loop.
 
 The bare loop is the task alone: per round, ``per_round`` clients drawn from the population,
-each ``local_steps`` mini-batches of local SGD on FedProx's Synthetic(1, 1) (`swansim.fleet.fedavg`,
+each ``local_steps`` mini-batches of local SGD on FedProx's Synthetic(1, 1) (`swansim.federated.fedavg`,
 the very learner the fleet trains), then FedAvg. swansim runs the same task with every client's
-local training simulated on its own phone under its policy (`swansim.fleet`, fast-forwarded with
+local training simulated on its own phone under its policy (`swansim.federated`, fast-forwarded with
 the batch model): cold (an empty memo: the prefill and every batch simulated once) and warm (the
 memo a first run saved). Printed: CPU milliseconds per client-round (a selected client training
 once) for each, and swansim's as a multiple of the bare loop's, measured in the same run so that
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from swansim.fleet import fedavg
-from swansim.fleet.local import run_policy_fleet
-from swansim.fleet.run import FleetConfig, build_population
+from swansim.federated import fedavg
+from swansim.federated.local import run_policy_fleet
+from swansim.federated.run import FleetConfig, build_population
 
 
 def cpu_s() -> float:

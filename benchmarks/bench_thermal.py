@@ -16,7 +16,7 @@ from _bare import bare_event_s
 
 from swansim.device import Device, DeviceConfig
 from swansim.runs.thermal import load_cpus
-from swansim.runs.workloads import SustainedGemm
+from swansim.session.workloads import SustainedGemm
 
 SIM_S = 30 * 60.0
 

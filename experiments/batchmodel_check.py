@@ -33,7 +33,7 @@ from swansim.dnn.training import TrainingJob
 from swansim.hw.profile import Catalogue
 from swansim.runs.calibration import Fig2, Ncnn
 from swansim.pool import run_all
-from swansim.runs.workloads import SustainedGemm
+from swansim.session.workloads import SustainedGemm
 
 
 def full_batch(key: BatchKey) -> tuple[float, float]:

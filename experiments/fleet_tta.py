@@ -2,9 +2,9 @@
 
 2,400 clients (100 synthetic base users x 24 hourly shifts), 100 per round (1.3x over-commit),
 a FedAvg of a multinomial logistic regression on FedProx's Synthetic(1, 1), each client's
-local training under its policy on its own phone (swansim.fleet.local), in rounds as the paper's
+local training under its policy on its own phone (swansim.federated.local), in rounds as the paper's
 FedScale ran them (the task's local steps, the model's download and upload, no deadline;
-swansim.fleet.rounds). Writes per task its
+swansim.federated.rounds). Writes per task its
 rounds and summary, then ``fleet_tta.png`` (accuracy and clients online over time) and
 ``summary.csv`` (time and energy to the target accuracy, their ratios) under ``--out``.
 
@@ -25,8 +25,8 @@ import pandas as pd
 from swansim import checks, plots
 from swansim.cli import guarded
 from swansim.dnn.tasks import SWAN_TASKS
-from swansim.fleet.local import memo_report, run_policy_fleet
-from swansim.fleet.run import FleetConfig
+from swansim.federated.local import memo_report, run_policy_fleet
+from swansim.federated.run import FleetConfig
 
 
 def main(argv=None) -> None:

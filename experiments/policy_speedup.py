@@ -25,7 +25,7 @@ import swansim
 from swansim.cli import guarded
 from swansim.dnn.choices import enumerate_choices
 from swansim.plots import policy_gains
-from swansim.policies.swan_layer import step_latency_s
+from swansim.policy.swan_layer import step_latency_s
 from swansim.results import write_manifest
 from swansim.pool import run_all
 

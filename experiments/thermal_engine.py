@@ -22,7 +22,7 @@ from swansim.device import Device, DeviceConfig
 from swansim.hw.profile import Catalogue
 from swansim.kernel.cpufreq import ENGINE
 from swansim.runs.thermal import CHUNK_FLOPS, Sampler, load_cpus, summarise
-from swansim.runs.workloads import SustainedGemm
+from swansim.session.workloads import SustainedGemm
 
 PHONES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 

@@ -6,10 +6,10 @@ The public API for experiment scripts (tidy pandas DataFrames; `run` returns a R
     df = swansim.landscape("pixel3", "shufflenet_v2_x2_0")     # every execution choice
     r = swansim.run("pixel3", "resnet34", "swan", duration_s=120)  # r.batches, r.decisions, ...
     df = swansim.compare(["pixel3"], ["resnet34"], ["swan", "pytorch-default"], duration_s=60)
-    res = swansim.simulate_fleet("resnet34", clients=240, per_round=20, rounds=20, out="results/fleet")
+    res = swansim.fleet("resnet34", clients=240, per_round=20, rounds=20, out="results/fleet")
     df = swansim.thermal(["pixel3"], minutes=30)              # throttling under sustained load
     drops, janks = swansim.ux(devices=["pixel3"], models=["resnet34"], light_s=0)
-    swansim.profiles(), swansim.registered_policies(), swansim.models()  # what the catalogues hold
+    swansim.profiles(), swansim.policies(), swansim.models()  # what the catalogues hold
 
 Names are imported on first use, so ``import swansim`` stays cheap.
 """
@@ -17,13 +17,13 @@ __version__ = "0.1.0"
 
 _API = {
     "landscape": ("swansim.runs.landscape", "landscape_frame"),
-    "run": ("swansim.runs.run", "run"),
+    "run": ("swansim.session.phone", "run"),
     "compare": ("swansim.runs.compare", "compare"),
-    "simulate_fleet": ("swansim.api", "simulate_fleet"),
+    "fleet": ("swansim.api", "fleet"),
     "thermal": ("swansim.api", "thermal"),
     "ux": ("swansim.api", "ux"),
     "profiles": ("swansim.api", "profiles"),
-    "registered_policies": ("swansim.api", "registered_policies"),
+    "policies": ("swansim.api", "policies"),
     "models": ("swansim.api", "models"),
 }
 

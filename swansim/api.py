@@ -11,29 +11,26 @@ from pathlib import Path
 import pandas as pd
 
 from swansim import checks
+from swansim.federated.run import FleetConfig
+from swansim.options import takes
+from swansim.runs.ux import UxConfig
 
 
-def simulate_fleet(model: str = "resnet34", policies=("swan", "pytorch-default"), out: str | Path = "results/fleet",
-                   jobs: int | None = None, progress: bool = True, no_limit: bool = False, **config):
+@takes(FleetConfig)
+def fleet(model: str = "resnet34", policies=("swan", "pytorch-default"), out: str | Path = "results/fleet",
+          jobs: int | None = None, progress: bool = True, no_limit: bool = False, **config):
     """FedAvg over a population of phones, each client's local training under its policy on its
-    own phone (the `swansim.fleet` package; not ``swansim.fleet()``, since that name is the
-    package's); returns the run's `FleetResult` (``.rounds``, ``.summary``
-    frames) and writes them, with checkpoints and the batch memo, under ``out`` (resumable).
+    own phone (`swansim.federated`); returns the run's `FleetResult` (``.rounds``, ``.summary``
+    frames) and writes them, with checkpoints and the batch memo, under ``out`` (resumable: call
+    again to continue).
 
-    Keywords: ``model`` the Swan task whose training cost the phones pay (default resnet34);
-    ``policies`` the policies compared (default swan, pytorch-default); ``out`` the output
-    directory; ``jobs`` processes (default every core; results do not depend on it);
-    ``progress``; ``no_limit`` lifts the bound of 5 million client-batches. Any field of
-    `swansim.fleet.run.FleetConfig`: ``clients`` (2400), ``per_round`` (100, participants per
-    round), ``rounds`` (200), ``local_steps`` (mini-batches per client and round; default the
-    task's FedScale figure), ``deadline_s`` (None: none), ``transfers`` (True: model download and
-    upload times), ``target_accuracy`` (0.35), ``seed`` (0), ``trace`` ("synthetic" or a
-    trace path), ``share_profiles`` (True) and the rest of its fields.
-    """
-    from swansim.fleet.local import run_policy_fleet
-    from swansim.fleet.run import FleetConfig
+    ``model`` the Swan task whose training cost the phones pay; ``policies`` the policies compared
+    (a list or a comma-separated string); ``out`` the output directory; ``jobs`` processes
+    (default every core; results do not depend on it); ``progress`` a bar on stderr;
+    ``no_limit`` lifts the bound of 5 million client-batches."""
+    from swansim.federated.local import run_policy_fleet
 
-    where = "swansim.simulate_fleet"
+    where = "swansim.fleet"
     cfg = FleetConfig(**checks.keywords({"model": model, "policies": checks.listed(policies, f"{where}(policies=...)"),
                                          **config}, FleetConfig, where))
     result, _ = run_policy_fleet(cfg, out, jobs, progress=progress, no_limit=no_limit)
@@ -42,7 +39,7 @@ def simulate_fleet(model: str = "resnet34", policies=("swan", "pytorch-default")
 
 def thermal(devices=None, minutes: float = 30.0, out: str | Path = "results/thermal", sample_s: float = 1.0,
             governor: str = "schedutil", thermal_governor: str | None = None, plots: bool = True,
-            jobs: int | None = None, progress: bool = True, seed: int = 0) -> pd.DataFrame:
+            jobs: int | None = None, progress: bool = True, seed: int = 0, **unknown) -> pd.DataFrame:
     """Sustained dense FP32 on the big and on the little cores of each phone: DVFS, the kernel
     zone's and the thermal engine's caps, skin and battery temperatures (`swansim.runs.thermal`).
     Returns the summary (one row per phone and load) and writes timelines and plots under ``out``.
@@ -52,26 +49,24 @@ def thermal(devices=None, minutes: float = 30.0, out: str | Path = "results/ther
     cpufreq governor (schedutil); ``thermal_governor`` (None: the profile's); ``plots``; ``jobs``;
     ``progress``; ``seed`` (0).
     """
+    import inspect
+
     from swansim.runs.thermal import run_thermal
 
+    checks.keywords(unknown, [n for n in inspect.signature(thermal).parameters if n != "unknown"], "swansim.thermal")
     if devices is not None:
         devices = list(checks.listed(devices, "swansim.thermal(devices=...)"))
     return run_thermal(out, devices, minutes, sample_s, governor, thermal_governor, plots, jobs, progress, seed)
 
 
+@takes(UxConfig)
 def ux(out: str | Path = "results/ux", plots: bool = True, jobs: int | None = None, progress: bool = True,
        **config) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The owner's experience with training in the background (`swansim.runs.ux`): the Work-like
     score drop per phone and background (positive: the owner loses) and the jank of light apps.
-    Returns ``(drops, janks)`` and writes them under ``out``.
-
-    Keywords: any field of `swansim.runs.ux.UxConfig`: ``devices`` (pixel3, galaxy-s10e),
-    ``models`` (the three Swan tasks), ``passes`` (1 benchmark pass per run), ``warmup_s`` (30 s
-    of training before the benchmark), ``light_s`` (60 s of each light app; 0 skips them),
-    ``placement`` ("auto": the phone's kernel), ``seed`` (0), ``seeds`` (1); and ``out``,
-    ``plots``, ``jobs``, ``progress``.
-    """
-    from swansim.runs.ux import UxConfig, run_ux
+    Returns ``(drops, janks)`` and writes them, with plots unless ``plots=False``, under ``out``;
+    ``jobs`` processes; ``progress`` a bar on stderr."""
+    from swansim.runs.ux import run_ux
 
     for key in ("devices", "models"):
         if key in config:
@@ -95,12 +90,11 @@ def profiles() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def registered_policies() -> pd.DataFrame:
-    """Every policy by name, with the first line of its description. (Not ``swansim.policies``:
-    that name is the package the policies live in.)"""
-    from swansim.policies.base import POLICIES, _load_all
+def policies() -> pd.DataFrame:
+    """Every policy by name (the built-in ones and those other packages add through the
+    ``swansim.policies`` entry points), with the first line of its description."""
+    from swansim.policy.base import POLICIES
 
-    _load_all()
     return pd.DataFrame([{"name": n, "description": ((cls.__doc__ or "").strip().splitlines() or [""])[0]}
                          for n, cls in POLICIES.items()])
 

@@ -39,7 +39,7 @@ from swansim.dnn.runtime import Runtime, load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
 from swansim.hw.profile import TOP_APP, Catalogue, DeviceSpec
-from swansim.kernel.sched import AUTO
+from swansim.kernel.placement import AUTO
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class BatchKey:
     none); ``foreground``: the app category on the screen, or None (screen off); ``group``: the
     training process's Android group (its cpuset and schedtune attributes; Swan's python,
     forked from Termux on the screen, inherits top-app); ``placement``: "auto" is the phone's
-    kernel (kernel.sched.resolve_placement)."""
+    kernel (kernel.placement.resolve_placement)."""
 
     device: str
     model: str
@@ -101,14 +101,12 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
     if key.caps_mhz is not None:
         for policy, cap in zip(dev.cpufreq, key.caps_mhz):
             policy.set_cap(cap)
-    idle_floor_w = dev.platform.total_power_w
+    idle_floor_w = dev.platform.idle_floor_w
     if key.foreground is not None:
-        from swansim.apps.appmodels import App, load_app_table
+        from swansim.apps.appmodels import load_app_table
         from swansim.apps.ux import UxRecorder
 
-        table = load_app_table()
-        App(dev.env, dev.sched, dev.spec, table.categories[key.foreground], table.android, UxRecorder(),
-            key.seed, name=key.foreground, memory=table.memory).start()
+        load_app_table().app(dev.env, dev.sched, dev.spec, key.foreground, UxRecorder(), key.seed).start()
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, key.plan, mode=key.mode,
                       n_batches=key.warmup + key.batches, idle_floor_w=idle_floor_w,
                       record_layers=record_layers, cpuset=dev.spec.cpuset(key.group), cgroup=key.group)

@@ -69,11 +69,12 @@ def listed(value, where: str = "value") -> tuple:
 
 
 def keywords(kwargs: dict, config, where: str) -> dict:
-    """``kwargs`` if each is a field of the dataclass ``config``; else one InputError naming the
-    keyword as the caller spelled it, the nearest field and the valid ones."""
-    from dataclasses import fields
+    """``kwargs`` if each is a field of the dataclass ``config`` (or one of the names
+    ``config`` lists); else one InputError naming the keyword as the caller spelled it, the
+    nearest valid one and the valid ones."""
+    from dataclasses import fields, is_dataclass
 
-    names = [f.name for f in fields(config)]
+    names = [f.name for f in fields(config)] if is_dataclass(config) else list(config)
     for k in kwargs:
         if k not in names:
             raise InputError(where, k, f"unknown keyword{did_you_mean(k, names)} (valid: {', '.join(names)})")
@@ -147,21 +148,18 @@ def _writable_dir(p: Path, where: str, field: str) -> Path:
     return p
 
 
-# The Python API's keywords that are not the option's name with dashes made underscores.
-_KEYWORD_OF_OPTION = {"--duration": "duration_s", "--bench-at": "bench_at_s", "--start": "start_s",
-                      "--request-gap": "request_gap_s"}
-
-
 @contextlib.contextmanager
-def as_keywords(func: str, renames: dict[str, str] | None = None):
+def as_keywords(func: str, *configs, renames: dict[str, str] | None = None):
     """Within the block, an InputError that names a command-line option (``--duration``) names
-    the caller's keyword instead (``swansim.run(duration_s=...)``): the configs are checked by
-    the same code whether the CLI or Python built them."""
+    the caller's keyword instead (``swansim.run(duration_s=...)``), the field of ``configs``
+    (`swansim.options`) whose option it is: the configs are checked by the same code whether
+    the CLI or Python built them."""
+    from swansim.options import keyword_of
+
     try:
         yield
     except InputError as e:
         if not e.where.startswith("--"):
             raise
-        names = {**_KEYWORD_OF_OPTION, **(renames or {})}
-        kw = names.get(e.where, e.where[2:].replace("-", "_"))
+        kw = (renames or {}).get(e.where) or keyword_of(e.where, *configs)
         raise InputError(f"{func}({kw}=...)", e.field, e.reason, e.line) from None

@@ -2,7 +2,7 @@
 
 Components are built here and wired explicitly (desmod style): platform, scheduler, cpufreq
 policies, the thermal zone and the battery; runs start the owner's apps and the training job
-on it (swansim.runs, swansim.batchmodel, swansim.fleet). Probes are attached from outside
+on it (swansim.runs, swansim.batchmodel, swansim.federated). Probes are attached from outside
 (`platform.probes`, `sched.on_replan`, `thermal.on_cap_change`). Nothing here draws random
 numbers: each consumer keys its own stream by ``config.seed`` (common random numbers), so the
 same config gives the same run anywhere.
@@ -21,7 +21,8 @@ from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.hw.thermal import TempBounds
 from swansim.kernel.cpufreq import GOVERNORS, CpufreqPolicy, make_governor
 from swansim.kernel.engine import Environment
-from swansim.kernel.sched import AUTO, PLACEMENTS, Scheduler, resolve_placement
+from swansim.kernel.placement import AUTO, PLACEMENTS, resolve_placement
+from swansim.kernel.sched import Scheduler
 from swansim.kernel.thermal_engine import ThermalEngine
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, ThermalZone, make_thermal_governor
 
@@ -59,7 +60,7 @@ class DeviceConfig:
     seed: int = 0
     screen_on: bool = False
     ambient_c: float | None = None        # None: the profile's ambient
-    placement: str = AUTO                 # thread placement (kernel.sched.PLACEMENTS); "auto":
+    placement: str = AUTO                 # thread placement (kernel.placement.PLACEMENTS); "auto":
                                           # the profile's kernel flavour (walt), else wakeup
     governor: str = "schedutil"           # cpufreq governor of every domain
     userspace_freq_mhz: tuple[float, ...] | None = None  # per domain, for governor "userspace"
@@ -97,12 +98,9 @@ class Device:
     def _build_power_management(self, config: DeviceConfig, spec: DeviceSpec) -> None:
         """cpufreq policies (one per cluster), the CPU thermal zone, the vendor's thermal engine
         and the battery."""
-        if config.governor not in GOVERNORS:
-            raise InputError("config", "governor", f"{config.governor!r} is not one of {', '.join(GOVERNORS)}")
+        GOVERNORS.get(config.governor, "DeviceConfig.governor")
         thermal_name = config.thermal_governor or spec.thermal.governor
-        if thermal_name not in THERMAL_GOVERNORS:
-            raise InputError("config", "thermal_governor",
-                             f"{thermal_name!r} is not one of {', '.join(THERMAL_GOVERNORS)}")
+        THERMAL_GOVERNORS.get(thermal_name, "DeviceConfig.thermal_governor")
         n = len(spec.soc.clusters)
         freqs = config.userspace_freq_mhz
         if freqs is not None and len(freqs) != n:

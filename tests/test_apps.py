@@ -18,7 +18,7 @@ from swansim.apps.workbench import animation_stretch_s, score, score_drop_pct, s
 from swansim.cli import main as cli_main
 from swansim.device import Device, DeviceConfig
 from swansim.errors import InputError
-from swansim.kernel.sched import WakeupPlacement, place_for_throughput
+from swansim.kernel.placement import WakeupPlacement, place_for_throughput
 from swansim.runs.scenarios import (DenseLoad, TrainingBackground, app_jank, reference_times,
                                run_workbench)
 

@@ -19,7 +19,7 @@ from swansim.dnn.training import TrainingJob
 from swansim.hw.platform import Platform
 from swansim.hw.profile import Catalogue
 from swansim.kernel.cpufreq import ENGINE, KERNEL
-from swansim.runs.workloads import SustainedGemm
+from swansim.session.workloads import SustainedGemm
 
 CAT = Catalogue.load()
 PIXEL3 = CAT.device("pixel3")

@@ -39,7 +39,7 @@ def tripwire():
         raise WorkStarted
     # a module that binds `synthesize` by name must be imported before the patch, or it would
     # keep the tripwire for the rest of the session
-    import swansim.fleet.population  # noqa: F401
+    import swansim.federated.population  # noqa: F401
     with mock.patch("simpy.Environment.run", trip), mock.patch("swansim.apps.synth.synthesize", trip), \
             mock.patch("swansim.pool.ProcessPoolExecutor", trip):
         yield
@@ -464,8 +464,8 @@ def small_demo(monkeypatch):
     monkeypatch.setattr(demo, "UX_BACKGROUNDS", demo.UX_BACKGROUNDS[:1])
 
     def tiny_fleet(cfg, out, jobs, progress):
-        from swansim.fleet.local import run_policy_fleet
-        from swansim.fleet.run import FleetConfig
+        from swansim.federated.local import run_policy_fleet
+        from swansim.federated.run import FleetConfig
 
         small = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=48, per_round=4,
                             rounds=2, seed=cfg.seed, devices=(("pixel3", 1.0),), trace_days=2)
@@ -569,20 +569,20 @@ _JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.flo
 @FUZZ
 @given(data=st.data())
 def test_fuzz_api_fleet_keywords_are_one_line_errors_or_accepted(data, tmp_path_factory):
-    """Any value for any `FleetConfig` keyword of `swansim.simulate_fleet`: one InputError (no
+    """Any value for any `FleetConfig` keyword of `swansim.fleet`: one InputError (no
     TypeError, no traceback from deep inside) before any work, or the work starts."""
     from dataclasses import fields
 
     import swansim
     from swansim.errors import InputError
-    from swansim.fleet.run import FleetConfig
+    from swansim.federated.run import FleetConfig
 
     name = data.draw(st.sampled_from([f.name for f in fields(FleetConfig)]))
     value = data.draw(_JUNK)
     out = tmp_path_factory.mktemp("api") / "o"
     with tripwire():
         try:
-            swansim.simulate_fleet(out=out, progress=False, **{name: value})
+            swansim.fleet(out=out, progress=False, **{name: value})
         except InputError as e:
             assert len(str(e).splitlines()) == 1
             assert not out.exists()

@@ -14,8 +14,7 @@ from hypothesis import given, settings, strategies as st
 from swansim.device import Device, DeviceConfig
 from swansim.errors import InputError
 from swansim.hw.profile import PROFILE_DIR, Catalogue, load_device
-from swansim.kernel.sched import WaltPlacement
-from swansim.kernel.walt import WaltDemand
+from swansim.kernel.walt import WaltDemand, WaltPlacement
 
 W = 0.020   # WALT window of every profiled phone
 

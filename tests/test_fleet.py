@@ -21,14 +21,14 @@ from hypothesis import strategies as st
 from swansim.apps.synth import synthesize
 from swansim.apps.traces import DAY_S, DeviceState, Session, Trace
 from swansim.errors import InputError
-from swansim.fleet import fedavg
-from swansim.fleet.availability import NO_APP
-from swansim.fleet.energy import CHARGER_INTO_PHONE_W, EnergyLoan
-from swansim.fleet.population import SIZE_MIN, Population, default_devices
-from swansim.fleet.network import download_s, upload_s
-from swansim.fleet.rounds import (EMPTY_ROUND_S, LocalOutcome, PolicyRun, RoundSettings, SerialExecutor, WorkContext,
+from swansim.federated import fedavg
+from swansim.federated.availability import NO_APP
+from swansim.federated.energy import CHARGER_INTO_PHONE_W, EnergyLoan
+from swansim.federated.population import SIZE_MIN, Population, default_devices
+from swansim.federated.network import download_s, upload_s
+from swansim.federated.rounds import (EMPTY_ROUND_S, LocalOutcome, PolicyRun, RoundSettings, SerialExecutor, WorkContext,
                                   _Work, close_round)
-from swansim.fleet.run import FleetConfig, run_fleet
+from swansim.federated.run import FleetConfig, run_fleet
 from swansim.hw.profile import Catalogue
 
 HOUR = 3600.0
@@ -556,7 +556,7 @@ def _files(d: Path) -> dict[str, bytes]:
 
 
 def test_the_coordinator_pools_reports_per_phone_model_from_the_next_round(tmp_path):
-    from swansim.fleet.run import _checkpoint_path, build_population
+    from swansim.federated.run import _checkpoint_path, build_population
 
     cfg = small_config(policies=("sharing",), rounds=3)
     run_fleet(cfg, make_cost, tmp_path / "on", progress=False)
@@ -613,7 +613,7 @@ import sys, time
 sys.path.insert(0, sys.argv[2])
 from dataclasses import replace
 from test_fleet import make_cost, small_config
-from swansim.fleet.run import run_fleet
+from swansim.federated.run import run_fleet
 
 def slow(model, policy):
     cost = make_cost(model, policy)

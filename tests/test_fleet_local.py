@@ -9,8 +9,8 @@ import pickle
 
 import pytest
 
-from swansim.fleet.local import PolicyCosts, likely_keys
-from swansim.fleet.run import FleetConfig, build_population, run_fleet
+from swansim.federated.local import PolicyCosts, likely_keys
+from swansim.federated.run import FleetConfig, build_population, run_fleet
 from swansim.batchmodel import BatchModel
 
 CFG = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=48, per_round=4, rounds=2,
@@ -36,8 +36,8 @@ def test_fast_forward_rounds_match_full_simulation(runs):
 
 
 def test_a_clients_carry_stays_small(tmp_path):
-    from swansim.fleet.local import PolicyCost
-    from swansim.fleet.rounds import LocalRequest
+    from swansim.federated.local import PolicyCost
+    from swansim.federated.rounds import LocalRequest
 
     pop = build_population(CFG)
     cost = PolicyCost(CFG.model, "swan", BatchModel())
@@ -66,7 +66,7 @@ def test_a_batch_one_worker_simulated_reaches_the_others_and_the_saved_memo():
     one saved next to the run - holds it."""
     from swansim.batchmodel import BatchKey, BatchModel
     from swansim.dnn.choices import parse_choice
-    from swansim.fleet.local import PolicyCost
+    from swansim.federated.local import PolicyCost
     from swansim.hw.profile import Catalogue
 
     soc = Catalogue.load().device("pixel3").soc

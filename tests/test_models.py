@@ -179,7 +179,7 @@ def test_bad_arguments_are_input_errors(kwargs, field):
 def test_unknown_model_is_input_error_naming_choices():
     with pytest.raises(InputError) as err:
         build_model("resnet19")
-    assert err.value.field == "name"
+    assert err.value.where == "model"
     assert "resnet19" in str(err.value) and "resnet18" in str(err.value)
     assert all(name in err.value.reason for name in MODELS)
 

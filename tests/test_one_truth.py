@@ -64,7 +64,7 @@ def test_a_run_and_the_batch_model_boot_the_same_kernel():
     sharing a core take CFS turns, so a batch's latency moves with the turns' phase at its
     start, a few 24 ms turns in 3.5 s)."""
     from swansim.batchmodel import BatchKey, simulate_batch
-    from swansim.runs.run import RunConfig, run_policy
+    from swansim.session.phone import RunConfig, run_policy
 
     soc = CAT.device("oneplus8").soc
     cost = simulate_batch(BatchKey("oneplus8", "resnet34", pytorch_default(soc)), record_layers=False)

@@ -10,10 +10,10 @@ from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
 from swansim.kernel.thermal_gov import ThermalStatus
-from swansim.policies import make_policy, policy_names
-from swansim.policies.swan import Profile, SwanParams, ladder_of
-from swansim.policies.swan_layer import best_chain, chain_steps
-from swansim.policies.view import BatchStats, History, LayerStat, ModelInfo, PhoneState, PolicyView
+from swansim.policy import make_policy, policy_names
+from swansim.policy.swan import Profile, SwanParams, ladder_of
+from swansim.policy.swan_layer import best_chain, chain_steps
+from swansim.policy.view import BatchStats, History, LayerStat, ModelInfo, PhoneState, PolicyView
 
 SOC = Catalogue.load().device("pixel3").soc
 CHOICES = tuple(enumerate_choices(SOC, mixed=True))

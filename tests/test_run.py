@@ -12,10 +12,10 @@ from hypothesis import given, settings, strategies as st
 from swansim.cli import main
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
-from swansim.runs.overrides import override
-from swansim.policies.base import DECLINE_REASONS
-from swansim.runs.perfetto import load_events, write_perfetto
-from swansim.runs.run import RunConfig, run_policy, true_latencies
+from swansim.session.overrides import override
+from swansim.policy.base import DECLINE_REASONS
+from swansim.session.perfetto import load_events, write_perfetto
+from swansim.session.phone import RunConfig, run_policy, true_latencies
 
 MODEL = "alexnet"
 
@@ -137,7 +137,7 @@ def test_override_by_dotted_path():
 
 
 @pytest.mark.parametrize("args,needle", [
-    (("run", "--policy", "swam"), "unknown policy 'swam'"),
+    (("run", "--policy", "swam"), "'swam': unknown policy (did you mean 'swan'?)"),
     (("run", "--model", "resnet99"), "unknown model 'resnet99'"),
     (("run", "--duration", "-1"), "--duration: duration_s"),
     (("run", "--user", "u1"), "a user needs --trace"),
@@ -266,12 +266,12 @@ def test_declines_are_counted_by_reason():
 
 
 def test_the_python_api_covers_the_commands(tmp_path):
-    """`swansim.simulate_fleet`, `thermal`, `ux` on tiny cases; the catalogues; a wrong keyword is one line
+    """`swansim.fleet`, `thermal`, `ux` on tiny cases; the catalogues; a wrong keyword is one line
     naming the valid ones."""
     import swansim
     from swansim.errors import InputError
 
-    res = swansim.simulate_fleet("resnet34", policies="swan,pytorch-default", clients=48, per_round=4, rounds=2,
+    res = swansim.fleet("resnet34", policies="swan,pytorch-default", clients=48, per_round=4, rounds=2,
                         devices=(("pixel3", 1.0),), trace_days=2, out=tmp_path / "f", jobs=1, progress=False)
     assert list(res.summary["policy"]) == ["swan", "pytorch-default"] and len(res.rounds) == 4
     t = swansim.thermal("pixel3", minutes=0.5, out=tmp_path / "t", plots=False, jobs=1, progress=False)
@@ -280,11 +280,11 @@ def test_the_python_api_covers_the_commands(tmp_path):
                               plots=False, jobs=1, progress=False)
     assert set(drops["device"]) == {"pixel3"} and drops["drop_pct"].notna().all()
     assert {"pixel3", "sdm845"} <= set(swansim.profiles()["name"])
-    assert swansim.registered_policies()["description"].str.len().gt(0).all()
+    assert swansim.policies()["description"].str.len().gt(0).all()
     assert swansim.models().set_index("name").loc["resnet34", "swan_task"]
     with pytest.raises(InputError, match="unknown keyword.*clients"):
-        swansim.simulate_fleet("resnet34", client=10, out=tmp_path / "g")
-    for fn in (swansim.simulate_fleet, swansim.thermal, swansim.ux):
+        swansim.fleet("resnet34", client=10, out=tmp_path / "g")
+    for fn in (swansim.fleet, swansim.thermal, swansim.ux):
         assert "Keywords" in fn.__doc__
 
 

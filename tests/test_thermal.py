@@ -13,7 +13,7 @@ from swansim.hw.profile import AMBIENT, Catalogue
 from swansim.kernel.cpufreq import (DOWN_RATE_LIMIT_S, PELT_HALF_LIFE_S, TICK_S, UP_RATE_LIMIT_S, opp_at_or_above,
                                     schedutil_freq_mhz)
 from swansim.kernel.thermal_gov import StatusMonitor, ThermalStatus, divvy_up_power
-from swansim.runs.workloads import SustainedGemm
+from swansim.session.workloads import SustainedGemm
 
 CAT = Catalogue.load()
 BIG = [4, 5, 6, 7]   # Pixel 3 (SDM845) gold cores, cluster 1

@@ -13,7 +13,7 @@ from swansim.hw.profile import Catalogue, EngineRule, ThermalEngineSpec, load_de
 from swansim.kernel.cpufreq import ENGINE, KERNEL
 from swansim.kernel.thermal_engine import step_level
 from swansim.runs.thermal import first_throttle_s, run_one
-from swansim.runs.workloads import SustainedGemm
+from swansim.session.workloads import SustainedGemm
 
 CAT = Catalogue.load()
 PIXEL3 = CAT.device("pixel3")

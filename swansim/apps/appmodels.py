@@ -142,6 +142,13 @@ class AppTable:
     tasks: tuple[TaskSpec, ...]
     path: Path
 
+    def app(self, env: simpy.Environment, sched: Scheduler, spec: DeviceSpec, category: str, recorder: UxRecorder,
+            seed: int, name: str | None = None, load_scale: float = 1.0) -> "App":
+        """A session of ``category`` on a phone, with the table's Android nice values and memory
+        use (not started: `App.start`). Every path that runs an owner's app builds it here."""
+        return App(env, sched, spec, self.categories[category], self.android, recorder, seed,
+                   name=name or category, load_scale=load_scale, memory=self.memory)
+
 
 # Per field: (low, high, integer?) - a figure outside is refused as a likely unit mistake.
 _BOUNDS = {
@@ -472,9 +479,8 @@ class TracePlayer:
             if s.start_s > env.now:
                 yield env.timeout(s.start_s - env.now)
             self._screen(True)
-            app = App(env, self.sched, self.spec, self.table.categories[s.app_category], self.table.android,
-                      self.recorder, self.seed, name=f"{s.user_id}#{i}:{s.app_category}",
-                      load_scale=s.load_scale, memory=self.table.memory).start()
+            app = self.table.app(env, self.sched, self.spec, s.app_category, self.recorder, self.seed,
+                                 name=f"{s.user_id}#{i}:{s.app_category}", load_scale=s.load_scale).start()
             self.apps.append(app)
             end_s = s.end_s if self.until_s is None else min(s.end_s, self.until_s)
             yield env.timeout(max(0.0, end_s - env.now))

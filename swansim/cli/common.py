@@ -31,3 +31,70 @@ def out_under(out: str, name: str):
     if not out:
         raise InputError("--out", "''", "empty path")
     return Path(out) / name
+
+
+
+def _kind(hint):
+    """An option's type from a field's: bool, int, float, str, or list (a tuple of names)."""
+    import typing
+
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    base = args[0] if type(None) in typing.get_args(hint) else hint
+    if typing.get_origin(base) is tuple:
+        return list
+    return base if base in (bool, int, float, str) else str
+
+
+def add_options(p: argparse.ArgumentParser, config, skip: tuple[str, ...] = ()) -> None:
+    """One option per documented field of the dataclass ``config`` (`swansim.options`): its
+    flag, type, default and help come from the field, so the CLI and the API cannot disagree."""
+    import typing
+
+    from swansim.options import default_of, documented, flag_of
+
+    hints = typing.get_type_hints(config)
+    shown = [f for f in documented(config) if f.metadata["cli"] and f.name not in skip]
+    # argparse prints a mutually exclusive group only when its options are adjacent
+    first = {}
+    for i, f in enumerate(shown):
+        first.setdefault(f.metadata["exclusive"] or f.name, i)
+    shown.sort(key=lambda f: first[f.metadata["exclusive"] or f.name])
+    groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
+    for f in shown:
+        md = f.metadata
+        target = p
+        if md["exclusive"]:
+            if md["exclusive"] not in groups:
+                groups[md["exclusive"]] = p.add_mutually_exclusive_group()
+            target = groups[md["exclusive"]]
+        default, kind = default_of(f), _kind(hints[f.name])
+        help_text = md["help"].replace("%", "%%")
+        if kind is list:
+            help_text += ", comma-separated"
+        if md["known"] is not None:
+            help_text += f"; known: {', '.join(md['known']())}"
+        if kind is bool:
+            target.add_argument(flag_of(f), dest=f.name, action="store_false" if default else "store_true",
+                                default=default, help=help_text)
+            continue
+        if kind is list:
+            default, kind = ",".join(default), str
+        if default not in (None, ""):
+            help_text += f" (default: {default})"
+        metavar = md["metavar"] or flag_of(f)[2:].upper().replace("-", "_")
+        target.add_argument(flag_of(f), dest=f.name, type=kind, default=default, metavar=metavar, help=help_text)
+
+
+def config_from(args: argparse.Namespace, config, **values):
+    """The ``config`` dataclass from the options `add_options` made (lists split at commas),
+    and ``values`` for the fields the command fills itself."""
+    import typing
+
+    from swansim.options import documented
+
+    hints = typing.get_type_hints(config)
+    for f in documented(config):
+        if f.name not in values and hasattr(args, f.name):
+            v = getattr(args, f.name)
+            values[f.name] = split_names(v) if _kind(hints[f.name]) is list and isinstance(v, str) else v
+    return config(**values)

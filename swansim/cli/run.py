@@ -1,30 +1,17 @@
 """`swansim run`: one phone, one model, one policy and the phone's owner for a while
-(`swansim.runs.run`: what is recorded, how energy is counted)."""
+(`swansim.session.phone`: what is recorded, how energy is counted)."""
 from __future__ import annotations
 
 import argparse
 
-from swansim.cli.common import add_quiet
+from swansim.cli.common import add_options, add_quiet, config_from
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from swansim.session.phone import RunConfig
+
     p = sub.add_parser("run", help="one phone, one model, one policy, a usage trace: tables and a trace file")
-    p.add_argument("--device", default="pixel3", help="phone profile (default: %(default)s)")
-    p.add_argument("--model", default="resnet34", help="a Swan task (resnet34, shufflenet_v2_x2_0, mobilenet_v2) "
-                                                       "or a zoo model (default: %(default)s)")
-    p.add_argument("--policy", default="swan", help="swan, swan-layer, pytorch-default, all-cores, little-only, eas, "
-                                                    "idle-charging-only, oracle (default: %(default)s)")
-    owner = p.add_mutually_exclusive_group()
-    owner.add_argument("--trace", default=None, help="a trace set directory (sessions.csv, states.csv)")
-    owner.add_argument("--synthetic", action="store_true", help="a synthetic owner drawn from --seed")
-    p.add_argument("--user", default=None, help="the trace's user (default: its first)")
-    p.add_argument("--start", type=float, default=None,
-                   help="trace time (s) the run starts at (default: just before the owner's first session on battery)")
-    p.add_argument("--bench-at", type=float, default=None,
-                   help="the owner runs the Work-like benchmark app at this time (s into the run)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--duration", type=float, default=300.0, help="simulated seconds (default: %(default)s)")
-    p.add_argument("--request-batches", type=int, default=None, help="batches per training request (default: 20)")
+    add_options(p, RunConfig)
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="set a profile figure by its key in the profile files (soc. for the SoC's), as if the file said so, e.g. soc.clusters.big.l2_kib_per_core=512")
     p.add_argument("--out", default="results/run", help="output directory (default: %(default)s)")
@@ -35,13 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args) -> int:
-    from dataclasses import replace
-
     from swansim.errors import InputError
-    from swansim.runs.overrides import parse_set
+    from swansim.session.overrides import parse_set
     from pathlib import Path
 
-    from swansim.runs.run import RunConfig, RunResult, run_policy
+    from swansim.session.phone import RunConfig, RunResult, run_policy
 
     overrides = []
     for text in args.set:
@@ -49,11 +34,7 @@ def run(args) -> int:
         if len(values) != 1:
             raise InputError("--set", field, "a run takes one value per field (compare sweeps several)")
         overrides.append((field, values[0]))
-    cfg = RunConfig(device=args.device, model=args.model, policy=args.policy, duration_s=args.duration,
-                    trace=args.trace, user=args.user, synthetic=args.synthetic, start_s=args.start,
-                    bench_at_s=args.bench_at, seed=args.seed, overrides=tuple(overrides))
-    if args.request_batches is not None:
-        cfg = replace(cfg, request_batches=args.request_batches)
+    cfg = config_from(args, RunConfig, overrides=tuple(overrides))
     from swansim import checks
     from swansim.hw.profile import Catalogue
 
@@ -69,7 +50,7 @@ def run(args) -> int:
     checks.out_dir(args.out)
     result = run_policy(cfg, trace_detail=args.perfetto is not None, progress=not args.quiet)
     if args.perfetto is not None:
-        from swansim.runs.perfetto import write_perfetto
+        from swansim.session.perfetto import write_perfetto
         write_perfetto(result, args.perfetto)
     out = result.write(args.out, also=(args.perfetto,) if args.perfetto else (), perfetto=args.perfetto)
     s = result.summary

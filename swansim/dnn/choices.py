@@ -191,6 +191,10 @@ class Plan:
     def label(self) -> str:
         return self.single.label if self.single is not None else "per-layer"
 
+    def choice_at(self, layer: int, phase: str) -> Choice:
+        """The choice a layer's phase ("fwd", "bwd" or "update") runs on."""
+        return self.fwd[layer] if phase == "fwd" else self.update if phase == "update" else self.bwd[layer]
+
 
 @lru_cache(maxsize=4096)
 def _uniform(cls: type[Plan], choice: Choice, n_layers: int) -> Plan:

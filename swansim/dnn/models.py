@@ -11,7 +11,7 @@ import itertools
 from typing import Callable, Sequence
 
 from swansim.dnn.graph import GraphBuilder, Model, positive_int
-from swansim.errors import InputError
+from swansim.registry import Registry
 
 DEFAULT_INPUT = (3, 224, 224)
 
@@ -236,17 +236,13 @@ def vgg16(batch=1, input_shape=DEFAULT_INPUT, num_classes=1000) -> Model:
 
 
 # -- registry ---------------------------------------------------------------------------
-MODELS: dict[str, Callable[..., Model]] = {
-    f.__name__: f for f in (resnet18, resnet34, resnet50, mobilenet, mobilenet_v2,
-                            shufflenet_v2_x1_0, shufflenet_v2_x2_0, squeezenet1_1,
-                            alexnet, vgg16)
-}
+MODELS: Registry[Callable[..., Model]] = Registry("model")
+for _f in (resnet18, resnet34, resnet50, mobilenet, mobilenet_v2, shufflenet_v2_x1_0, shufflenet_v2_x2_0,
+           squeezenet1_1, alexnet, vgg16):
+    MODELS.register(_f.__name__, _f)
 
 
 def build_model(name: str, batch: int = 1, input_shape: Sequence[int] = DEFAULT_INPUT,
                 num_classes: int = 1000) -> Model:
     """Build a zoo model by name; an unknown name is an InputError listing the valid ones."""
-    if name not in MODELS:
-        raise InputError(file=str(name), field="name",
-                         reason=f"unknown model {name!r}; valid choices: {', '.join(sorted(MODELS))}")
-    return MODELS[name](batch=batch, input_shape=input_shape, num_classes=num_classes)
+    return MODELS.get(name, "model")(batch=batch, input_shape=input_shape, num_classes=num_classes)

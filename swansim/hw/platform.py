@@ -137,6 +137,13 @@ class Platform:
             self.dram_bytes_per_s = dram_bytes_per_s
             self._stale = True
 
+    @property
+    def idle_floor_w(self) -> float:
+        """The phone's power now less the screen and the charger's loss: read with nothing
+        running, the floor a training batch's energy is counted above (the paper's
+        background-subtracted energy)."""
+        return self.total_power_w - self.charging_loss_w - (self._screen_w if self.screen_on else 0.0)
+
     def set_screen(self, on: bool) -> None:
         self.screen_on = on
         self._stale = True

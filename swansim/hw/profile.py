@@ -34,12 +34,14 @@ PROFILE_DIR = Path(os.environ.get("SWANSIM_PROFILES", Path(__file__).resolve().p
 AMBIENT = "ambient"
 TRIP_TYPES = ("active", "passive", "hot", "critical")
 DEVICE_KINDS = ("phone", "tablet", "board")
-THERMAL_GOVERNORS = ("step_wise", "power_allocator")
+# The thermal governors a device tree may name (kernel.thermal_gov.THERMAL_GOVERNORS registers
+# one for each, and "off" besides; tests/test_one_truth.py checks).
+DT_THERMAL_GOVERNORS = ("step_wise", "power_allocator")
 # Android's cpuset (and schedtune) groups as init.rc creates them, TOML-friendly spellings.
 ANDROID_GROUPS = ("top_app", "foreground", "background", "system_background", "restricted")
 TOP_APP = "top_app"   # the app on the screen (and, by inheritance at fork, Swan's Termux python)
 # Vendor kernel scheduler flavours a phone profile may name (`[kernel] flavour`): all place
-# threads with WALT task demand and EAS find_best_target (kernel.sched.WaltPlacement); they
+# threads with WALT task demand and EAS find_best_target (kernel.walt.WaltPlacement); they
 # differ in where a boosted task starts its search on SoCs with three or more clusters
 # (Android 4.9 start_cpu(): the biggest cluster; msm-4.14/4.19 get_start_cpu(): the middle one).
 SCHED_FLAVOURS = ("android-4.9-walt", "msm-4.14-walt", "msm-4.19-walt")
@@ -569,7 +571,7 @@ def _thermal(t: _Table, base: ThermalSpec | None = None) -> ThermalSpec:
         return tuple(TripPoint(a, b, c) for a, b, c in zip(temps, kinds, hyst))
 
     spec = ThermalSpec(
-        governor=opt("governor", lambda: t.str("governor", choices=THERMAL_GOVERNORS)),
+        governor=opt("governor", lambda: t.str("governor", choices=DT_THERMAL_GOVERNORS)),
         sensor_node=opt("sensor_node", lambda: t.str("sensor_node")),
         # Trips are read from trip_c/trip_types/trip_hysteresis_c, not from a "trips" key.
         trips=trips() if base is None or "trip_c" in t.data else base.trips,

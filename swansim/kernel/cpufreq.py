@@ -53,6 +53,7 @@ import math
 from typing import Sequence
 
 from swansim.kernel.sched import PELT_HALF_LIFE_S, Scheduler
+from swansim.registry import Registry
 
 # kernel/sched/cpufreq_schedutil.c: next_freq = 1.25 * max_freq * util / max (25% headroom).
 SCHEDUTIL_HEADROOM = 1.25
@@ -333,7 +334,11 @@ class Schedutil(Governor):
         self._evaluate()
 
 
-GOVERNORS = {"schedutil": Schedutil, "performance": Performance, "powersave": Powersave, "userspace": Userspace}
+# The cpufreq governors by their sysfs names (scaling_governor).
+GOVERNORS: Registry[type[Governor]] = Registry("cpufreq governor")
+for _name, _cls in (("schedutil", Schedutil), ("performance", Performance), ("powersave", Powersave),
+                    ("userspace", Userspace)):
+    GOVERNORS.register(_name, _cls)
 
 
 def schedutil_limits(kernel) -> dict[str, float]:
@@ -348,8 +353,7 @@ def schedutil_limits(kernel) -> dict[str, float]:
 def make_governor(name: str, kernel=None, **kwargs) -> Governor:
     """A governor by its sysfs name (scaling_governor); schedutil takes its rate limits from
     ``kernel`` (a phone's hw.profile.KernelSpec) unless given."""
-    if name not in GOVERNORS:
-        raise ValueError(f"unknown cpufreq governor {name!r} (known: {', '.join(GOVERNORS)})")
+    cls = GOVERNORS.get(name, "governor")
     if name == "schedutil":
         kwargs = {**schedutil_limits(kernel), **kwargs}
-    return GOVERNORS[name](**kwargs)
+    return cls(**kwargs)

@@ -39,6 +39,7 @@ from swansim.hw.profile import ThermalSpec
 from swansim.hw.thermal import TempBounds
 from swansim.kernel.cpufreq import KERNEL, CpufreqPolicy
 from swansim.kernel.sched import Scheduler
+from swansim.registry import Registry
 
 
 class ThermalStatus(IntEnum):
@@ -419,11 +420,13 @@ class Off(ThermalZone):
         pass
 
 
-THERMAL_GOVERNORS = {"step_wise": StepWise, "power_allocator": PowerAllocator, "off": Off}
+# The thermal governors by their sysfs names; "off" (no kernel throttling) is an experiment's
+# choice, never a device tree's (hw.profile.DT_THERMAL_GOVERNORS are the names a profile may give).
+THERMAL_GOVERNORS: Registry[type[ThermalZone]] = Registry("thermal governor")
+for _name, _cls in (("step_wise", StepWise), ("power_allocator", PowerAllocator), ("off", Off)):
+    THERMAL_GOVERNORS.register(_name, _cls)
 
 
 def make_thermal_governor(name: str, sched: Scheduler, policies: Sequence[CpufreqPolicy], spec: ThermalSpec,
                           **kwargs) -> ThermalZone:
-    if name not in THERMAL_GOVERNORS:
-        raise ValueError(f"unknown thermal governor {name!r} (known: {', '.join(THERMAL_GOVERNORS)})")
-    return THERMAL_GOVERNORS[name](sched, policies, spec, **kwargs)
+    return THERMAL_GOVERNORS.get(name, "thermal governor")(sched, policies, spec, **kwargs)

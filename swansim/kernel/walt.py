@@ -1,4 +1,4 @@
-"""WALT task demand and core_ctl: what Qualcomm's Android kernels decide placement from.
+"""WALT task demand, core_ctl, and the placement Qualcomm's Android kernels make from them.
 
 **Task demand** (msm kernel/sched/walt.c, update_task_demand/update_history): time is cut into
 windows of W (20 ms), aligned for every CPU. A task's time on a CPU - running or waiting
@@ -20,14 +20,21 @@ needed (they stay needed until below ``busy_down_pct``); the task counts may ask
 more tasks than needed CPUs ran); the need is clamped to ``min_cpus``..all; CPUs come back at
 once when the need rises and are isolated, idle ones first, only after the need has stayed
 lower for ``offline_delay_ms``. An isolated CPU takes no new unpinned task.
+
+**Placement** (`WaltPlacement`, placements "walt" and "walt-nocorectl" of
+kernel.placement.PLACEMENTS) lives here too, next to the demand and core_ctl it decides from:
+EAS's find_best_target over WALT demand, with the phone profile's ``[kernel]`` tunables.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from swansim.hw.profile import CoreCtlCluster
+
+if TYPE_CHECKING:   # types only: kernel.sched never imports this module, kernel.placement does
+    from swansim.kernel.sched import Thread
 
 # core_ctl's per-window task counts round an average up from 0.85 (kernel/sched/sched_avg.c
 # NR_THRESHOLD_PCT 15: "the task ran at least 85% in the last window").
@@ -255,3 +262,446 @@ class WindowStats:
             if closes > self.SAME_AFTER and settled():
                 self.window = int(math.floor(now / W + 1e-9))
                 self.t = self.window * W
+
+
+class WaltPlacement:
+    """Android EAS with WALT, as Qualcomm's and Google's vendor kernels place a waking task.
+
+    (msm-4.19 kernel/sched/fair.c get_start_cpu/find_best_target; Android 4.9 start_cpu.)
+    Tunables come from the phone profile (`hw.profile.KernelSpec`), a thread's schedtune
+    attributes from its Android group (``Thread.cgroup``); its WALT demand (kernel.walt) is
+    brought up to date lazily from the scheduler's plans.
+
+    - Start cluster: a boosted task (its group's schedtune.boost > 0) or a member of a
+      colocated group over ``sched_group_upmigrate`` starts at the middle cluster (msm) or the
+      biggest (Android 4.9); any other at the smallest cluster its demand fits:
+      ``demand < capacity x upmigrate`` (``downmigrate`` when it comes from a bigger cluster).
+    - From there, cluster by cluster (cyclically, as the sched groups are walked): a
+      latency-sensitive task (prefer_idle) takes an idle CPU - the biggest if boosted, else the
+      smallest - and otherwise the active CPU where it fits with the most spare capacity;
+      any other task packs onto the active CPU with the most spare capacity where it fits,
+      else an idle one, skipping clusters below its start, and **stops at the first cluster
+      that gives a candidate**. Isolated CPUs (core_ctl) are skipped.
+    - A running task stays; one that no longer fits its cluster (a misfit: its demand grew, or
+      it is boosted on the smallest cluster) is pulled by an idle CPU of a bigger cluster
+      (check_for_migration / misfit load balance); a CPU running two tasks gives one to an idle
+      CPU where it fits (newidle balance). The balance runs until nothing moves, so a plan with
+      the same threads on the same cores in the same window is already placed (a thread that
+      ends its work and spins at a barrier keeps its CPU) and is not placed again.
+
+    Demand changes only when a window closes, so the kernel's window rollover is one timer,
+    armed only while some unpinned thread is runnable (only those can move) - never per
+    thread. Windows that pass without it are closed, in order and with their own statistics,
+    at the next replan (before anything is placed), so core_ctl decides exactly as at the
+    rollover; only a pinned-only phone sees its decisions late, and pinned threads ignore them.
+    Not modelled: energy comparison of the candidates (find_energy_efficient_cpu), sched_boost,
+    big-task rotation, per-task boost, the ``unfilter`` threshold of colocation, util clamps.
+    """
+
+    def __init__(self, kernel, core_ctl: bool = True):
+        self.kernel = kernel
+        self.window_s = kernel.window_ms / 1000.0
+        self.walt = WaltDemand(self.window_s, kernel.hist_size, kernel.init_task_load_pct)
+        self._core_ctl_on = core_ctl
+        self.core_ctl: CoreCtl | None = None
+        self.sched = None
+        self._rec: dict[int, object] = {}        # tid -> TaskDemand
+        self._rate: dict[int, float] = {}        # tid -> scaled rate in the current plan
+        self._running: set[int] = set()
+        self._prev: list = []                    # the threads runnable in the previous plan
+        self._coloc: dict[str, list] = {}        # colocated group -> [skip_min, downmigrate_ts]
+        self._coloc_window = -1                  # the window the groups were last updated in
+        self._placed: set = set()                # (tid, cpu, affinity) as last placed ...
+        self._placed_window = -1                 # ... in this window
+        self._timer_at = math.inf
+        self._boost: dict[str, bool] = {}        # Android group -> boosted (schedtune.boost > 0)
+
+    # -- set-up -------------------------------------------------------------------------------
+
+    def _setup(self, sched) -> None:
+        self.sched = sched
+        p = sched.platform
+        cap = sched.capacity
+        top = max(cap)
+        self.cap = [c / top for c in cap]                       # capacity_orig, biggest = 1
+        ranked = sorted(range(len(p.clusters)), key=lambda k: (p.clusters[k].capacity, p.clusters[k].cpus[0]))
+        self.rank_of_cluster = {k: r for r, k in enumerate(ranked)}
+        self.rank = [self.rank_of_cluster[p.cluster_of_cpu[c]] for c in range(p.n_cpus)]
+        self.rank_cpus = [tuple(p.clusters[k].cpus) for k in ranked]
+        self.rank_cap = [self.cap[cpus[0]] for cpus in self.rank_cpus]
+        self.top = len(ranked) - 1
+        self._fmax = [c.fmax_mhz for c in p.clusters]
+        n_b = len(ranked) - 1
+        self.up = [x / 100.0 for x in self.kernel.upmigrate_pct][:n_b]
+        self.down = [x / 100.0 for x in self.kernel.downmigrate_pct][:n_b]
+        names = {p.clusters[k].name: r for r, k in enumerate(ranked)}
+        params = [None] * len(ranked)
+        if self._core_ctl_on:
+            for cc in self.kernel.core_ctl:
+                params[names[cc.cluster]] = cc
+        self.core_ctl = CoreCtl(self.rank_cpus, params)
+        self._colocating = any(g.colocate for g in self.kernel.schedtune.values())
+        self._stats = WindowStats(p.n_cpus, self.window_s)
+        sched.on_replan.append(self._after_replan)
+
+    # -- demand -------------------------------------------------------------------------------
+
+    def _record(self, t: Thread, now: float):
+        d = self._rec.get(t.tid)
+        if d is None:
+            d = self._rec[t.tid] = self.walt.new(now)
+        else:
+            self.walt.advance(d, now, self._rate.get(t.tid, 0.0))
+        return d
+
+    def demand(self, t: Thread) -> float:
+        """``t``'s WALT demand now (a share of a window on the biggest CPU at its top clock)."""
+        return self._record(t, self.sched.env.now).demand
+
+    def isolated(self) -> set[int]:
+        """core_ctl's isolated CPUs now (every window up to now closed)."""
+        self._roll(self.sched.env.now)
+        return set(self.core_ctl.isolated)
+
+    def fits(self, d: float, rank: int, from_rank: int) -> bool:
+        """task_fits_capacity(): demand ``d`` fits a CPU of cluster ``rank`` for a task on ``from_rank``."""
+        if rank >= self.top:
+            return True
+        margin = self.down[rank] if from_rank > rank else self.up[from_rank]
+        return self.rank_cap[rank] * margin > d
+
+    def _stune(self, t: Thread):
+        return self.kernel.stune(t.cgroup)
+
+    def _boosted(self, t: Thread) -> bool:
+        boosted = self._boost.get(t.cgroup)
+        if boosted is None:
+            boosted = self._boost[t.cgroup] = self._stune(t).boost_pct > 0.0
+        return boosted
+
+    def _skip_min(self, t: Thread) -> bool:
+        g = self._coloc.get(t.cgroup)
+        return bool(g and t.colocated and g[0])
+
+    # -- placement ----------------------------------------------------------------------------
+
+    def __call__(self, sched, threads: list) -> None:
+        if self.sched is None:
+            self._setup(sched)
+        now = sched.env.now
+        window = self.walt.window_of(now)
+        if window == self._placed_window and self._placed == {(t.tid, t.cpu, t.affinity) for t in threads}:
+            # The same threads on the same cores, no window closed since they were placed: no
+            # task woke, no demand, isolation or colocation changed, and the balance below is
+            # run to its fixed point, so placing them again would change nothing.
+            self._prev = threads[:]
+            return
+        cc = self.core_ctl
+        if cc.enabled:
+            self._roll(now)
+        if self._colocating:
+            self._update_colocation(now)
+        n = len(self.cap)
+        iso = cc.isolated
+        count, load = [0] * n, [0.0] * n
+        placed, waking = [], []
+        for t in threads:
+            allowed = self._allowed(t, iso)
+            if len(allowed) == 1:
+                t.cpu = allowed[0]
+            elif t.tid in self._running and t.cpu in allowed:
+                pass
+            else:
+                waking.append(t)
+                continue
+            placed.append(t)
+            count[t.cpu] += 1
+            load[t.cpu] += t.weight
+        prev, self._prev = self._prev, threads[:]
+        self._running = {t.tid for t in threads}
+        if len(placed) == len(threads) and not any(len(t.affinity) > 1 for t in placed):
+            self._remember(threads, window)
+            return   # every thread pinned: nothing to decide
+        dem = {t.tid: self._record(t, now).demand for t in threads}
+        util = [0.0] * n
+        for t in placed:
+            util[t.cpu] += dem[t.tid]
+        # A core vacated at this very instant still counts as busy for the waking threads
+        # (a thread that ends a piece of work and starts the next never left it).
+        seen_count, seen_util = list(count), list(util)
+        if waking and prev:
+            running = self._running
+            for t in prev:
+                c = t.cpu
+                if c is not None and count[c] == 0 and t.tid not in running:
+                    seen_count[c] += 1
+                    seen_util[c] += self._record(t, now).demand
+        waking.sort(key=lambda t: (-dem[t.tid], -t.weight, t.tid))
+        for t in waking:
+            c = self._wake_cpu(t, dem[t.tid], self._allowed(t, iso), seen_count, seen_util, load)
+            t.cpu = c
+            for cnt, ut in ((count, util), (seen_count, seen_util)):
+                cnt[c] += 1
+                ut[c] += dem[t.tid]
+            load[c] += t.weight
+        for _ in threads:   # a move can free a core for another: balance until nothing moves
+            if not self._balance(threads, dem, iso, count, util, load, seen_count):
+                break
+        self._remember(threads, window)
+
+    def _remember(self, threads: list, window: int) -> None:
+        self._placed = {(t.tid, t.cpu, t.affinity) for t in threads}
+        self._placed_window = window
+
+    def _allowed(self, t: Thread, iso: set) -> tuple[int, ...]:
+        if not iso:
+            return t.affinity
+        # assumption: a task whose whole mask is isolated still runs there (msm
+        # __set_cpus_allowed_ptr falls back to the isolated CPUs of the mask); core_ctl then
+        # sees that CPU busy and brings it back
+        return tuple(c for c in t.affinity if c not in iso) or t.affinity
+
+    def _start_rank(self, t: Thread, d: float, from_rank: int) -> int:
+        if self._boosted(t) or self._skip_min(t):
+            if self.kernel.boosted_start == "middle" and self.top >= 2:
+                return 1
+            return self.top
+        r = 0
+        while r < self.top and not self.fits(d, r, from_rank):
+            r += 1
+        return r
+
+    def _wake_cpu(self, t: Thread, d: float, allowed, seen_count, seen_util, load) -> int:
+        """find_best_target() for a waking task (class doc)."""
+        st = self._stune(t)
+        prefer_idle, boosted = st.prefer_idle, st.boost_pct > 0.0
+        from_rank = self.rank[t.cpu] if t.cpu is not None else 0
+        start = self._start_rank(t, d, from_rank)
+        allowed_set = set(allowed)
+        p = self.sched.platform
+        best_idle = target = best_active = most_spare = None
+        target_cap = 0.0 if (prefer_idle and boosted) else math.inf
+        target_spare, min_wake, most_spare_cap = -math.inf, math.inf, -math.inf
+        n_ranks = self.top + 1
+        for step in range(n_ranks):
+            r = (start + step) % n_ranks
+            for c in self.rank_cpus[r]:
+                if c not in allowed_set:
+                    continue
+                cap = self.cap[c]
+                wake_util = seen_util[c]
+                new_util = wake_util + d
+                if cap - wake_util > most_spare_cap:
+                    most_spare_cap, most_spare = cap - wake_util, c
+                if new_util > cap:
+                    continue
+                idle = seen_count[c] == 0
+                if prefer_idle:
+                    if idle:
+                        if (boosted and cap < target_cap) or (not boosted and cap > target_cap):
+                            continue
+                        if best_idle is not None and cap == target_cap and best_idle == t.cpu:
+                            continue   # equal CPUs: stay where its cache is
+                        target_cap, best_idle = cap, c
+                        continue
+                    if best_idle is not None:
+                        continue
+                    k = p.cluster_of_cpu[c]
+                    cap_curr = cap * p.freq_mhz[k] / self._fmax[k]
+                    if cap_curr > new_util and cap - new_util > target_spare:
+                        target_spare, target = cap - new_util, c
+                        continue
+                    if target is not None:
+                        continue
+                    if wake_util < min_wake:
+                        min_wake, best_active = wake_util, c
+                    continue
+                if self.rank[c] < start:
+                    continue
+                if idle:
+                    if best_idle is None or cap < target_cap or (cap == target_cap and c == t.cpu):
+                        target_cap, best_idle = cap, c
+                    continue
+                if cap - new_util >= target_spare:
+                    target_spare, target = cap - new_util, c
+            higher = r < self.top   # the next sched group (cyclic) is the next bigger cluster
+            if not prefer_idle and not boosted and (
+                    (target is not None and (len(self.rank_cpus[r]) > 1 or not higher)) or best_idle is not None):
+                break
+            if (prefer_idle and best_idle is not None) or (boosted and (best_idle is not None or target is not None)):
+                if (boosted and not higher) or (not boosted and higher):
+                    break
+        if prefer_idle and best_idle is not None:
+            return best_idle
+        if target is None:
+            target = best_active if prefer_idle else best_idle
+        if target is None:
+            target = most_spare
+        if target is None:
+            target = max(allowed, key=lambda c: (self.cap[c] * t.weight / (load[c] + t.weight), c == t.cpu, -c))
+        return target
+
+    def _misfit(self, t: Thread, d: float) -> bool:
+        r = self.rank[t.cpu]
+        if r >= self.top:
+            return False
+        return (r == 0 and self._boosted(t)) or not self.fits(d, r, r)
+
+    def _balance(self, threads, dem, iso, count, util, load, seen_count) -> bool:
+        """Misfit pull by an idle bigger CPU, and an idle CPU taking a task from a shared one;
+        True if a task moved."""
+        # Only a misfit or a task sharing its CPU may move; a move only fills an idle CPU, so
+        # no other task becomes one during the pass.
+        movable = [t for t in threads if len(t.affinity) > 1 and (count[t.cpu] > 1 or self._misfit(t, dem[t.tid]))]
+        if not movable:
+            return False
+        moved = False
+        movable.sort(key=lambda t: (-dem[t.tid], t.tid))
+        for t in movable:
+            c0 = t.cpu
+            r0 = self.rank[c0]
+            allowed = self._allowed(t, iso)
+            idle = [c for c in allowed if seen_count[c] == 0]
+            if not idle:
+                continue
+            d = dem[t.tid]
+            dest = None
+            if self._misfit(t, d):
+                bigger = [c for c in idle if self.rank[c] > r0]
+                fit = [c for c in bigger if self.fits(d, self.rank[c], r0)]
+                pool = fit or bigger
+                if pool:
+                    dest = min(pool, key=lambda c: (self.rank[c], c)) if fit else max(pool, key=lambda c: (self.rank[c], -c))
+            if dest is None and count[c0] > 1:
+                # an idle sibling pulls a queued task whatever its demand (newidle balance in the
+                # cluster's MC domain; can_migrate_task only refuses the running one)
+                fit = [c for c in idle if self.rank[c] == r0] or \
+                      [c for c in idle if self.fits(d, self.rank[c], r0) and self.rank[c] >= r0] or \
+                      [c for c in idle if self.fits(d, self.rank[c], r0)]
+                if fit:
+                    dest = min(fit, key=lambda c: (self.rank[c] != r0, self.rank[c], c))
+            if dest is None:
+                continue
+            for cnt in (count, seen_count):
+                cnt[c0] -= 1
+                cnt[dest] += 1
+            util[c0] -= d
+            util[dest] += d
+            load[c0] -= t.weight
+            load[dest] += t.weight
+            t.cpu = dest
+            moved = True
+        return moved
+
+    # -- colocation (related thread group) ------------------------------------------------------
+
+    def _update_colocation(self, now: float) -> None:
+        """Group upmigration of colocated groups (walt.c update_best_cluster), once a window
+        (demands only change when one closes). Thresholds are shares of a window of the
+        smallest cluster's capacity (walt_update_group_thresholds)."""
+        k = self.kernel
+        w = self.walt.window_of(now)
+        if w == self._coloc_window:
+            return
+        self._coloc_window = w
+        unit = self.rank_cap[0] / 100.0
+        recent = now - self.window_s * k.hist_size
+        for name, st in k.schedtune.items():
+            if not st.colocate:
+                continue
+            total = 0.0
+            for t in self.sched.threads:
+                if t.colocated and t.cgroup == name and t.tid in self._rec:
+                    d = self._record(t, now)
+                    if t.tid in self._rate or d.ran >= recent:
+                        total += d.demand
+            g = self._coloc.setdefault(name, [False, None])
+            if not g[0]:
+                g[0] = total >= k.group_upmigrate_pct * unit
+                g[1] = None
+            elif total < k.group_downmigrate_pct * unit:
+                if k.coloc_downmigrate_ms <= 0:
+                    g[0] = False
+                elif g[1] is None:
+                    g[1] = now
+                elif now - g[1] > k.coloc_downmigrate_ms / 1000.0:
+                    g[0], g[1] = False, None
+            else:
+                g[1] = None
+
+    # -- windows: rates, per-CPU statistics, core_ctl, the rollover timer -------------------------
+
+    def _after_replan(self) -> None:
+        """At the end of every replan: each runnable thread's scaled rate under the new plan (a
+        record whose rate changes is first brought to now at its old rate; the others stay
+        behind until read), the CPUs' window statistics for core_ctl, and the rollover timer."""
+        sched = self.sched
+        p = sched.platform
+        now = sched.env.now
+        cl, freq, fmax, cap = p.cluster_of_cpu, p.freq_mhz, self._fmax, self.cap
+        old = self._rate
+        new = {t.tid: (t.duty if t.idle_s_per_unit > 0.0 else 1.0) * cap[t.cpu] * freq[cl[t.cpu]] / fmax[cl[t.cpu]]
+               for t in sched._runnable}
+        rec = self._rec
+        if new != old:
+            for tid, r in new.items():
+                r0 = old.get(tid, 0.0)
+                if r0 != r and tid in rec:
+                    self.walt.advance(rec[tid], now, r0)
+            for tid, r0 in old.items():
+                if tid not in new and tid in rec:
+                    self.walt.advance(rec[tid], now, r0)
+            self._rate = new
+        if self.core_ctl.enabled:
+            n = p.n_cpus
+            nr, misfit = [0] * n, [0] * n
+            for t in sched._runnable:
+                nr[t.cpu] += 1
+                if len(t.affinity) > 1 and t.tid in rec and self._misfit(t, self._record(t, now).demand):
+                    misfit[t.cpu] += 1
+            busy = sched.busy_now
+            busy = [busy[c] * freq[cl[c]] / fmax[cl[c]] for c in range(n)]
+            st = self._stats
+            if busy != st.busy or nr != st.nr or misfit != st.misfit:   # else the window goes on as it was
+                self._roll(now)
+                st.set_plan(now, busy, nr, misfit)
+        if self._timer_at == math.inf and any(len(t.affinity) > 1 for t in sched._runnable):
+            self._arm(now)
+
+    def _arm(self, now: float) -> None:
+        at = self._timer_at = (self.walt.window_of(now) + 1) * self.window_s
+        self.sched.env.call_in(max(0.0, at - now), lambda: self._rollover(at))
+
+    def _rollover(self, at: float) -> None:
+        """The kernel's window rollover: close the window, run core_ctl, find new misfits."""
+        self._timer_at = math.inf
+        sched = self.sched
+        if sched._replan_pending:
+            return   # a replan at this instant places everything and re-arms
+        now = sched.env.now
+        changed = self._roll(now)
+        iso = self.core_ctl.isolated
+        movable = False
+        for t in sched._runnable:
+            if len(t.affinity) <= 1:
+                continue
+            movable = True
+            if not changed and t.cpu in iso:
+                changed = True
+            d = self._record(t, now)
+            if not changed and self._misfit(t, d.demand):
+                r0 = self.rank[t.cpu]
+                busy = {x.cpu for x in sched._runnable}
+                if any(self.rank[c] > r0 and c not in busy and c not in iso for c in t.affinity):
+                    changed = True
+        if changed:
+            sched._touch()   # the replan re-places and re-arms
+        elif movable:
+            self._arm(now)
+
+    def _roll(self, now: float) -> bool:
+        """Close every window up to ``now``; core_ctl decides at each. True if isolation changed."""
+        cc = self.core_ctl
+        if not cc.enabled:
+            return False
+        return self._stats.advance(now, cc.evaluate, lambda: cc.settled)

@@ -1,6 +1,6 @@
 """Policies side by side: devices x models x policies (x swept profile figures).
 
-Every configuration is a `swansim.runs.run` run of the same owner (a trace, a synthetic owner
+Every configuration is a `swansim.session.phone` run of the same owner (a trace, a synthetic owner
 or an idle phone) for the same duration; its row has the mean latency and training energy per
 batch, the owner's frames and jank (where the owner runs apps: a trace or a synthetic owner), how
 often the policy declined to train and why, and - unless ``ux=False`` - the Work-like score drop
@@ -8,7 +8,7 @@ often the policy declined to train and why, and - unless ``ux=False`` - the Work
 that run left it (what it explored, it keeps), trains in the background while the owner runs
 the Work-like benchmark (after `scenarios.WARMUP_S` of training with the screen on), against
 the same phone running the benchmark without training. ``sets`` sweep profile figures by
-dotted path (`swansim.runs.overrides`); each gets a column.
+dotted path (`swansim.session.overrides`); each gets a column.
 
 The oracle's knowledge (every choice's true latency, per device, model and swept figures) is
 measured first. All runs go over `swansim.pool.run_all`; finished rows are written to
@@ -27,14 +27,14 @@ from swansim import checks
 
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
-from swansim.policies.base import DECLINE_REASONS
+from swansim.options import option, takes
+from swansim.policy.base import DECLINE_REASONS, policy_class, policy_names
 from swansim.pool import check_jobs, run_all
 from swansim.results import write_csv, write_manifest
-from swansim.runs.driver import REQUEST_BATCHES
-from swansim.policies.base import policy_class
-from swansim.runs.overrides import distinct_values
-from swansim.runs.run import RunConfig, measure_choice, oracle_tasks, run_policy
-from swansim.runs.usage import usage_of
+from swansim.session.driver import REQUEST_BATCHES
+from swansim.session.overrides import distinct_values
+from swansim.session.phone import RunConfig, measure_choice, oracle_tasks, run_policy
+from swansim.session.usage import usage_of
 from swansim.runs.scenarios import WARMUP_S
 
 METRICS = ["latency_s", "energy_j", "ux_score_drop_pct", "jank_pct", "batches", "explore_batches",
@@ -51,18 +51,23 @@ OWNER_METRICS = ("jank_pct", "frames")
 
 @dataclass(frozen=True)
 class CompareConfig:
-    devices: tuple[str, ...] = ("pixel3",)
-    models: tuple[str, ...] = ("resnet34",)
-    policies: tuple[str, ...] = ("swan", "pytorch-default")
-    trace: str | None = None
-    user: str | None = None
-    synthetic: bool = False
-    seed: int = 0
-    duration_s: float = 120.0
-    sets: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (dotted path, values)
-    ux: bool = True
-    request_batches: int = REQUEST_BATCHES
-    no_limit: bool = False   # lift the bound on the total simulated time (`MAX_SIMULATED_S`)
+    """Devices x models x policies x swept profile figures; the `swansim compare` options and
+    `swansim.compare`'s keywords are these fields."""
+
+    devices: tuple[str, ...] = option(("pixel3",), help="phone, board or SoC profiles")
+    models: tuple[str, ...] = option(("resnet34",), help="Swan tasks or zoo models")
+    policies: tuple[str, ...] = option(("swan", "pytorch-default"), help="policies", known=policy_names)
+    trace: str | None = option(None, exclusive="owner", help="a trace set directory (default: an idle phone)")
+    user: str | None = option(None, help="the trace's user (default: its first)")
+    synthetic: bool = option(False, exclusive="owner", help="a synthetic owner drawn from the seed")
+    seed: int = option(0, help="seed of the owner, the apps and the runtime's jitter")
+    duration_s: float = option(120.0, flag="--duration", help="simulated seconds per run")
+    sets: tuple[tuple[str, tuple[str, ...]], ...] = option(
+        (), cli=False, help="profile figures swept: (dotted path, values) pairs (the CLI's --set)")
+    ux: bool = option(True, flag="--no-ux", help="the Work-like benchmark runs and their ux_score_drop_pct "
+                                                  "column (--no-ux: none)")
+    request_batches: int = option(REQUEST_BATCHES, help="mini-batches per training request")
+    no_limit: bool = option(False, help="lift the bound on the total simulated time (12 h: runs x duration)")
 
     def metrics(self) -> list[str]:
         """The metric columns this comparison measures (see `OWNER_METRICS`)."""
@@ -155,13 +160,16 @@ def compare_frame(cfg: CompareConfig, out: Path | str | None = None, jobs: int |
     return pd.DataFrame(rows, columns=columns)
 
 
+@takes(CompareConfig)
 def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorch-default"), trace=None,
             synthetic=False, duration_s=120.0, sets=None, jobs=None, out=None, progress=True,
             **kwargs) -> pd.DataFrame:
-    """The public API: ``sets`` maps a dotted profile path to the values to sweep; ``progress=False``
-    silences the bar on stderr."""
+    """Devices x models x policies (x swept profile figures), one row per run: latency, energy,
+    the owner's experience, declines. ``sets`` maps a dotted profile path to the values to sweep
+    (``{"soc.dram_bandwidth_gbps": [8, 29.9]}``); ``out`` a directory for compare.csv and its
+    manifest; ``jobs`` processes; ``progress=False`` silences the bar on stderr."""
     checks.keywords(kwargs, CompareConfig, "swansim.compare")
-    with checks.as_keywords("swansim.compare", {"--set": "sets"}):
+    with checks.as_keywords("swansim.compare", CompareConfig, RunConfig, renames={"--set": "sets"}):
         devices, models, policies = (checks.listed(v, f"swansim.compare({k}=...)") for k, v in
                                      (("devices", devices), ("models", models), ("policies", policies)))
         sets = tuple((k, tuple(str(v) for v in vs)) for k, vs in (sets or {}).items())

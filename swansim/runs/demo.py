@@ -25,7 +25,7 @@ from swansim import checks
 from swansim.device import DeviceConfig
 from swansim.dnn.calibrate import FIG2_CSV
 from swansim.dnn.tasks import FIG2_TASKS
-from swansim.fleet.run import FleetConfig
+from swansim.federated.run import FleetConfig
 from swansim.hw.profile import Catalogue
 from swansim.results import write_csv, write_manifest
 from swansim.runs.landscape import landscape_frame
@@ -133,7 +133,7 @@ def _policies(cfg: DemoConfig, jobs, progress) -> pd.DataFrame:
 
 
 def _fleet(cfg: DemoConfig, out: Path, jobs, progress):
-    from swansim.fleet.local import run_policy_fleet
+    from swansim.federated.local import run_policy_fleet
 
     fleet_cfg = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=cfg.fleet_clients,
                             per_round=cfg.fleet_per_round, rounds=cfg.fleet_rounds, seed=cfg.seed)

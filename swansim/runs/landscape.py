@@ -135,8 +135,18 @@ def landscape_frame(device: str = "pixel3", model: str = "resnet34", runtime: st
                     mode: str = "train", batch: int | None = None, classes: int | None = None,
                     input_shape: str | None = None, batches: int = 2, warmup: int = 1,
                     mixed: bool = True, jobs: int | None = 1, progress: bool = False,
-                    governor: str = "schedutil", group: str = TOP_APP):
-    """The landscape as a tidy frame (one row per choice, cost order, baseline last)."""
+                    governor: str = "schedutil", group: str = TOP_APP, **unknown):
+    """Every execution choice of ``model`` on ``device`` as a tidy frame: latency, energy and
+    power per choice (one row each, cost order, PyTorch's default last). ``runtime`` a runtime
+    profile (pytorch, ncnn); ``mode`` train or infer; ``batch``, ``classes``, ``input_shape``
+    ("CxHxW") default to the Swan task's (else torchvision's); ``batches`` measured and
+    ``warmup`` warm-up batches per choice; ``mixed`` also the big+little choices; ``governor``
+    the cpufreq governor; ``group`` the Android group the training runs in; ``jobs`` processes;
+    ``progress`` a bar on stderr. An unknown keyword is one InputError naming the valid ones."""
+    import inspect
+
+    checks.keywords(unknown, [n for n in inspect.signature(landscape_frame).parameters if n != "unknown"],
+                    "swansim.landscape")
     cfg = LandscapeConfig(device, model, runtime, mode, batch, classes, input_shape, batches, warmup, mixed,
                           governor, group)
     return run_landscape(cfg, None, jobs, progress)

@@ -16,7 +16,7 @@ from typing import Callable
 
 import pandas as pd
 
-from swansim.apps.appmodels import App, AppTable, load_app_table
+from swansim.apps.appmodels import AppTable, load_app_table
 from swansim.apps.ux import UxRecorder, jank_summary
 from swansim.apps.workbench import WorkBench, script, score, task_times
 from swansim.device import Device, DeviceConfig
@@ -25,7 +25,7 @@ from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
 from swansim.hw.profile import TOP_APP
-from swansim.kernel.sched import AUTO
+from swansim.kernel.placement import AUTO
 
 Background = Callable[[Device], object]
 
@@ -37,7 +37,7 @@ PAPER_FIG3_DROP_PCT = {
     ("pixel3", "resnet34"): 26.7, ("pixel3", "shufflenet_v2_x2_0"): 25.1, ("pixel3", "mobilenet_v2"): 29.2,
     ("galaxy-s10e", "resnet34"): 7.0, ("galaxy-s10e", "shufflenet_v2_x2_0"): 15.5,
 }
-PLACEMENTS = ("pytorch-default", "little1")
+BACKGROUND_PLACEMENTS = ("pytorch-default", "little1")
 # Training alone before the owner's benchmark or app starts: long enough for the job's
 # cores to reach their steady clocks and the L3 to hold the training's stream (30 s).
 WARMUP_S = 30.0
@@ -65,8 +65,8 @@ class TrainingBackground:
     group: str = TOP_APP
 
     def __call__(self, dev: Device) -> TrainingJob:
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
+        if self.placement not in BACKGROUND_PLACEMENTS:
+            raise ValueError(f"placement must be one of {BACKGROUND_PLACEMENTS}, got {self.placement!r}")
         soc = dev.spec.soc
         choice = pytorch_default(soc) if self.placement == "pytorch-default" else little_one(soc)
         model = build_task(self.model)
@@ -196,8 +196,7 @@ def app_jank(config: DeviceConfig, category: str, background: Background | None 
     dev = Device(replace(config, screen_on=True, placement=placement))
     job = background(dev) if background is not None else None
     rec = UxRecorder()
-    app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, config.seed, name=category,
-              memory=table.memory)
+    app = table.app(dev.env, dev.sched, dev.spec, category, rec, config.seed)
     start_s = warmup_s if job is not None else 0.0
     dev.env.timeout(start_s).callbacks.append(lambda _e: app.start())
     dev.run(start_s + duration_s)

@@ -25,8 +25,8 @@ from swansim.kernel.cpufreq import ENGINE, GOVERNORS, KERNEL
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS
 from swansim.pool import check_jobs, run_all
 from swansim.results import write_csv, write_manifest
-from swansim.runs.probes import Periodic
-from swansim.runs.workloads import SustainedGemm
+from swansim.session.probes import Periodic
+from swansim.session.workloads import SustainedGemm
 
 LOADS = ("big", "little")
 # One chunk ~0.1-0.5 s of a core: few events, and throughput is read exactly anyway.

@@ -31,8 +31,9 @@ from swansim.apps.workbench import score_drop_pct
 from swansim.device import DeviceConfig
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import Catalogue
-from swansim.kernel.sched import AUTO, PLACEMENTS
+from swansim.kernel.placement import AUTO, PLACEMENTS
 from swansim.results import write_csv, write_manifest
+from swansim.options import option
 from swansim.pool import check_jobs, run_all
 from swansim.runs.scenarios import (PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, app_jank,
                                     reference_times, run_workbench)
@@ -47,14 +48,15 @@ REFERENCE_DEVICE = "pixel3"
 class UxConfig:
     """What `run_ux` runs: phones x backgrounds x seeds, and the light apps."""
 
-    devices: tuple[str, ...] = DEFAULT_DEVICES
-    models: tuple[str, ...] = DEFAULT_MODELS
-    passes: int = 1
-    warmup_s: float = WARMUP_S
-    light_s: float = 60.0
-    placement: str = AUTO
-    seed: int = 0
-    seeds: int = 1
+    devices: tuple[str, ...] = option(DEFAULT_DEVICES, help="phone profiles")
+    models: tuple[str, ...] = option(DEFAULT_MODELS, help="the Swan tasks trained in the background")
+    passes: int = option(1, help="benchmark passes per run")
+    warmup_s: float = option(WARMUP_S, help="seconds of training alone before the benchmark or app starts")
+    light_s: float = option(60.0, help="seconds of each light app per run; 0 skips them")
+    placement: str = option(AUTO, help="thread placement (auto: the phone's kernel, walt where its profile names "
+                                       "one, else wakeup)", known=lambda: (AUTO, *PLACEMENTS))
+    seed: int = option(0, help="first seed")
+    seeds: int = option(1, help="benchmark scripts per run, seeds seed..seed+N-1")
 
     def check(self, cat: Catalogue) -> None:
         """Every field, before any work: one InputError naming the first bad one."""

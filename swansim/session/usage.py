@@ -13,7 +13,7 @@ from swansim.apps.traces import Session, Trace, load_trace
 from swansim.errors import InputError
 
 if TYPE_CHECKING:
-    from swansim.runs.run import RunConfig
+    from swansim.session.phone import RunConfig
 
 # With --start auto, this share of the run (at most AUTO_LEAD_MAX_S) leads up to the owner's
 # first session: a short run sees the idle phone (Swan explores) and then the owner at work.

@@ -9,7 +9,7 @@ Each client's own randomness (its phone, its data size) comes from its own
 fleet has 10 or 10,000 clients and whichever process draws it. The other streams of a run
 (task data, selection, cost) use the same scheme with their own first key.
 
-Memory: base-user traces are stored once (:class:`~swansim.fleet.availability.UserTraces`);
+Memory: base-user traces are stored once (:class:`~swansim.federated.availability.UserTraces`);
 a client is a row of four small arrays (phone, base user, shift, data size) and
 :meth:`Population.client` builds its record on demand. :attr:`Population.nbytes` reports both
 parts.
@@ -27,7 +27,7 @@ from swansim.apps.importers import load_fedscale, load_flash
 from swansim.apps.synth import synthesize
 from swansim.apps.traces import Trace, load_trace
 from swansim.errors import InputError
-from swansim.fleet.availability import Snapshot, Timeline, UserTraces, snapshot
+from swansim.federated.availability import Snapshot, Timeline, UserTraces, snapshot
 from swansim.hw.profile import Catalogue
 
 STREAM_CLIENT, STREAM_TASK, STREAM_SELECT, STREAM_COST = 0, 1, 2, 3

@@ -25,8 +25,8 @@ from typing import Mapping, Sequence
 
 from swansim.dnn.choices import Choice, Plan
 from swansim.errors import InputError
-from swansim.policies.base import Policy, register
-from swansim.policies.view import BatchStats, PhoneState, PolicyView
+from swansim.policy.base import Policy, register
+from swansim.policy.view import BatchStats, PhoneState, PolicyView
 
 
 def _param(default, source: str):
@@ -114,7 +114,7 @@ def decline_reason(state: PhoneState, p: SwanParams) -> str | None:
 
 
 def decline_kind(state: PhoneState, p: SwanParams) -> str | None:
-    """The kind of reason (`policies.base.DECLINE_REASONS`) Swan's monitoring declines for, or None."""
+    """The kind of reason (`policy.base.DECLINE_REASONS`) Swan's monitoring declines for, or None."""
     if state.battery_temp_c is not None and state.battery_temp_c > p.max_battery_temp_c:
         return "battery_hot"
     if not state.charging and state.battery_pct is not None and state.battery_pct < p.min_battery_pct:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from swansim.fleet.population import STREAM_TASK, stream
+from swansim.federated.population import STREAM_TASK, stream
 
 N_FEATURES = 60
 N_CLASSES = 10

@@ -7,13 +7,13 @@ time ``T``:
 
 1. **Online**: repayment is settled up to ``T``; a client is online when its base user has a
    trace and its real battery level (traced minus loan) is above the critical level
-   (:mod:`swansim.fleet.energy`). **Eligible**: online, with a network, and
+   (:mod:`swansim.federated.energy`). **Eligible**: online, with a network, and
    ``cost.admit(client, state)``: the clients that check in.
 2. **Selection**: ``ceil(overcommit x K)`` eligible clients, those with the smallest random
    priority of the round. Priorities come from the stream ``(STREAM_SELECT, r)`` and are the
    same for every policy (common random numbers: two policies with the same eligible clients
    select the same ones).
-3. **Local work**: each selected client downloads the model (:mod:`swansim.fleet.network`: its
+3. **Local work**: each selected client downloads the model (:mod:`swansim.federated.network`: its
    size at its network's rate at ``T``), then ``cost.train(request)`` from ``T + download``.
    Declined (``admitted=False``): no time, no energy. Otherwise the client trains for
    ``duration_s`` at constant power ``energy_j / duration_s``; if it did every batch it uploads
@@ -31,7 +31,7 @@ time ``T``:
 5. **Energy**: every admitted client pays power x its training time up to its stop, its end,
    its drop-out or the close, whichever is first; the energy loan borrows it.
 6. **FedAvg** of the completed clients' local models (``local_steps`` mini-batches each,
-   :mod:`swansim.fleet.fedavg`), weighted by their data sizes; then the test accuracy. The next
+   :mod:`swansim.federated.fedavg`), weighted by their data sizes; then the test accuracy. The next
    round starts at the close.
 
 The server's aggregation takes no time (assumption).
@@ -46,11 +46,11 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 import pandas as pd
 
-from swansim.fleet import fedavg
-from swansim.fleet.availability import ClientState, Timeline
-from swansim.fleet.energy import EnergyLoan
-from swansim.fleet.network import download_s, upload_s
-from swansim.fleet.population import STREAM_COST, STREAM_SELECT, Client, Population, stream
+from swansim.federated import fedavg
+from swansim.federated.availability import ClientState, Timeline
+from swansim.federated.energy import EnergyLoan
+from swansim.federated.network import download_s, upload_s
+from swansim.federated.population import STREAM_COST, STREAM_SELECT, Client, Population, stream
 
 CHUNK_CLIENTS = 16  # clients per unit of parallel work: fixed, so results do not depend on the worker count
 # A round in which no selected client admits training closes this long after it started (assumption:
@@ -237,7 +237,7 @@ class RoundSettings:
     deadline_s: float                # math.inf: none
     learning_rate: float
     share_profiles: bool = True
-    model_bytes: float = 0.0         # moved each way per round (`swansim.fleet.network`); 0: no transfers
+    model_bytes: float = 0.0         # moved each way per round (`swansim.federated.network`); 0: no transfers
 
     @property
     def selected(self) -> int:

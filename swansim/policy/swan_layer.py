@@ -1,7 +1,7 @@
 """Per-layer Swan: an execution choice per layer, forward and backward, by dynamic programming.
 
 Beyond the paper (which picks one choice per model). Exploration, admission and interference
-logic are Swan's (`swansim.policies.swan`); what changes is the plan of each rung of the
+logic are Swan's (`swansim.policy.swan`); what changes is the plan of each rung of the
 ladder. A batch is a chain of steps - the forward of layers 0..L-1, the backward (input and
 weight gradient) of layers L-1..0, then the optimizer update - and the next batch starts
 where this one ended, so the chain is a cycle. The plan minimises
@@ -32,9 +32,9 @@ from collections import Counter
 import numpy as np
 
 from swansim.dnn.choices import Choice, Plan
-from swansim.policies.base import register
-from swansim.policies.swan import Swan
-from swansim.policies.view import BatchStats
+from swansim.policy.base import register
+from swansim.policy.swan import Swan
+from swansim.policy.view import BatchStats
 
 
 def best_chain(costs: np.ndarray, switch: np.ndarray, cyclic: bool = True) -> tuple[float, list[int]]:

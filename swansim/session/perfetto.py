@@ -46,7 +46,7 @@ def _counter(name: str, t_s: float, value: float) -> dict:
 
 
 def trace_events(result) -> list[dict]:
-    """The events of a `swansim.runs.run.RunResult` recorded with ``trace_detail``."""
+    """The events of a `swansim.session.phone.RunResult` recorded with ``trace_detail``."""
     spec = result.spec
     ev: list[dict] = []
     ev += _meta(PID_TRAINING, "training", sort=0) + _meta(PID_FRAMES, "frames", sort=1)

@@ -44,8 +44,8 @@ from typing import Iterable
 import numpy as np
 
 from swansim.apps.traces import DAY_S
-from swansim.fleet.availability import Segment
-from swansim.fleet.population import Population
+from swansim.federated.availability import Segment
+from swansim.federated.population import Population
 from swansim.hw.battery import CHARGER_POWER_W, CHARGING_EFFICIENCY
 
 CRITICAL_PCT = 5.0

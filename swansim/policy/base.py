@@ -3,7 +3,7 @@
 A policy decides, before every mini-batch, whether training may run now (`admit`) and where
 it runs (`plan`: an execution choice per layer, forward and backward, and one for the update);
 after the batch it sees what it measured (`observe`). It reads only the records of
-`swansim.policies.view`. A policy that needs the kernel booted with a thread placement other
+`swansim.policy.view`. A policy that needs the kernel booted with a thread placement other
 than the default says so in ``placement`` (the runner reads it when it builds the phone).
 Every decision worth explaining goes to ``decisions`` (the run writes them as a table).
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar
 
 from swansim.dnn.choices import Plan
-from swansim.errors import InputError
-from swansim.policies.view import BatchStats, PhoneState, PolicyView
+from swansim.policy.view import BatchStats, PhoneState, PolicyView
+from swansim.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Policy:
     """Base class: always admits; subclasses give `plan` and may override the rest."""
 
     name: ClassVar[str] = ""
-    # Kernel thread placement the phone must boot with (kernel.sched.PLACEMENTS); None: the default.
+    # Kernel thread placement the phone must boot with (kernel.placement.PLACEMENTS); None: the default.
     placement: ClassVar[str | None] = None
     # The runner hands this policy the true per-choice batch latency (``latency_by_choice``).
     needs_oracle: ClassVar[bool] = False
@@ -76,24 +76,25 @@ class Policy:
 # phone (screen on or an app in front), the phone not charging; anything else.
 DECLINE_REASONS = ("battery_hot", "battery_low", "owner_active", "not_charging", "other")
 
-POLICIES: dict[str, type[Policy]] = {}
+def _named(name: str, cls) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise TypeError(f"{cls!r} is not a swansim.policy.Policy subclass")
+    cls.name = name
+
+
+# Every policy by name: the package's own (`swansim.policy` imports its modules, which
+# register themselves) and those of installed packages, entry-point group ``swansim.policies``.
+POLICIES: Registry[type[Policy]] = Registry("policy", entry_points="swansim.policies", on_register=_named)
 
 
 def register(name: str) -> Callable[[type[Policy]], type[Policy]]:
     """Class decorator: make a policy available by ``name`` (``--policy NAME``)."""
-    def add(cls: type[Policy]) -> type[Policy]:
-        cls.name = name
-        POLICIES[name] = cls
-        return cls
-    return add
+    return POLICIES.register(name)
 
 
 def policy_class(name: str, where: str = "--policy") -> type[Policy]:
     """The policy class called ``name``; an unknown name is an InputError listing the known ones."""
-    _load_all()
-    if name not in POLICIES:
-        raise InputError(where, "policy", f"unknown policy {name!r} (expected one of {', '.join(POLICIES)})")
-    return POLICIES[name]
+    return POLICIES.get(name, where)
 
 
 def make_policy(name: str, **kwargs) -> Policy:
@@ -101,12 +102,4 @@ def make_policy(name: str, **kwargs) -> Policy:
 
 
 def policy_names() -> tuple[str, ...]:
-    _load_all()
-    return tuple(POLICIES)
-
-
-def _load_all() -> None:
-    # the modules register themselves on import
-    import swansim.policies.swan  # noqa: F401
-    import swansim.policies.swan_layer  # noqa: F401
-    import swansim.policies.baselines  # noqa: F401
+    return POLICIES.names()

@@ -3,8 +3,8 @@
 ``run_fleet(config, cost, out_dir)`` runs every policy of ``config`` for ``config.rounds``
 rounds over the same population and task, and writes into ``out_dir``:
 
-* ``rounds.csv``: one row per policy and round (:data:`~swansim.fleet.rounds.ROUND_COLUMNS`);
-* ``summary.csv``: one row per policy (:func:`~swansim.fleet.rounds.summarize`);
+* ``rounds.csv``: one row per policy and round (:data:`~swansim.federated.rounds.ROUND_COLUMNS`);
+* ``summary.csv``: one row per policy (:func:`~swansim.federated.rounds.summarize`);
 * ``manifest.json``: the config, the seed, the population's make-up, and what
   :func:`swansim.results.write_manifest` adds (version, commit, when);
 * ``checkpoints/<policy>.pkl``: written after every completed round (the clients' carries stay
@@ -46,13 +46,15 @@ from swansim import checks
 from swansim.apps.synth import MAX_DAYS, MAX_USER_DAYS
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
-from swansim.fleet import fedavg
-from swansim.fleet.energy import CRITICAL_PCT
-from swansim.fleet.network import model_bytes
-from swansim.fleet.population import SHIFTS, Population, base_trace, base_users_needed
-from swansim.fleet.rounds import (ROUND_COLUMNS, CostFactory, FleetState, PolicyRun, RoundSettings,
+from swansim.federated import fedavg
+from swansim.federated.energy import CRITICAL_PCT
+from swansim.federated.network import model_bytes
+from swansim.federated.population import SHIFTS, Population, base_trace, base_users_needed
+from swansim.federated.rounds import (ROUND_COLUMNS, CostFactory, FleetState, PolicyRun, RoundSettings,
                                   SerialExecutor, WorkContext, summarize)
 from swansim.hw.profile import Catalogue
+from swansim.options import option
+from swansim.policy.base import policy_names
 from swansim.pool import new_pool, stop_pool
 from swansim.results import DirLock, sha256_of, write_bytes, write_csv, write_manifest
 
@@ -65,35 +67,40 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 class FleetConfig:
     """Everything a fleet run depends on (besides the cost factory). Defaults are the paper's where it has one."""
 
-    model: str = "resnet34"                 # DNN whose mini-batch cost the factory models
-    policies: tuple[str, ...] = ("swan", "pytorch-default")
-    baseline: str = ""                      # ratios are relative to this policy; "": pytorch-default
-                                            # (the paper's baseline) if it runs, else the first
-    clients: int = 2400                     # paper: 100 base users x 24 hourly shifts
-    per_round: int = 100                    # K
-    overcommit: float = 1.3                 # Bonawitz et al., MLSys'19: the server selects 130 %
-    rounds: int = 200
-    local_steps: int | None = None          # E mini-batches per round; None: FedScale's config for
-                                            # the task (swansim.dnn.tasks: 20 OpenImage, 30 Speech)
-    batch_size: int = 16                    # the Swan paper's batch size
-    learning_rate: float = fedavg.LEARNING_RATE
-    deadline_s: float | None = None         # None: no deadline, as FedScale (a round closes at the
-                                            # K-th completion)
-    transfers: bool = True                  # model download and upload times (swansim.fleet.network;
-                                            # a Swan task's model, none for others)
-    target_accuracy: float = 0.35           # Synthetic(1, 1) with 2,400 clients tops out near 0.44
-    seed: int = 0
-    trace: str = "synthetic"                # "synthetic", a trace-set directory, a FLASH .json or a FedScale pickle
-    trace_days: int = 7                     # synthetic traces only
-    shifts: int = SHIFTS                    # copies of each base user, one hour apart
-    devices: tuple[tuple[str, float], ...] = ()   # (profile, weight); () = every phone profile
-    alpha: float = 1.0                      # Synthetic(alpha, beta): FedProx's most heterogeneous setting
-    beta: float = 1.0
-    test_samples: int = 10_000
-    critical_battery_pct: float = CRITICAL_PCT
+    model: str = option("resnet34", help="the Swan task whose training cost the phones pay")
+    policies: tuple[str, ...] = option(("swan", "pytorch-default"), help="the policies compared, one fleet each",
+                                       known=policy_names)
+    baseline: str = option("", help="ratios are relative to this policy (default: pytorch-default, the paper's "
+                                    "baseline, if it runs, else the first)")
+    clients: int = option(2400, help="clients: base users x 24 hourly shifts (the paper: 100 x 24)")
+    per_round: int = option(100, help="K, participants aggregated per round")
+    overcommit: float = option(1.3, help="the server selects this many times K (Bonawitz et al., MLSys'19: 130%)")
+    rounds: int = option(200, help="rounds per policy")
+    local_steps: int | None = option(None, help="mini-batches per client and round (default: the task's FedScale "
+                                                "figure, swansim.dnn.tasks: 20 OpenImage, 30 Google Speech)")
+    batch_size: int = option(16, help="mini-batch size (the Swan paper's)")
+    learning_rate: float = option(fedavg.LEARNING_RATE, help="FedAvg's client learning rate")
+    deadline_s: float | None = option(None, flag="--deadline", help="a round's deadline in seconds (default: none, "
+                                                                    "as FedScale: a round closes at the K-th completion)")
+    transfers: bool = option(True, flag="--no-transfers", help="model download and upload times at the client's "
+                                                               "network rate (swansim.federated.network; --no-transfers: none)")
+    target_accuracy: float = option(0.35, help="time-to-accuracy target (Synthetic(1, 1) with 2,400 clients tops "
+                                               "out near 0.44)")
+    seed: int = option(0, help="seed of the population, the traces and the selection")
+    trace: str = option("synthetic", help="'synthetic', a trace-set directory, a FLASH .json or a FedScale pickle")
+    trace_days: int = option(7, help="days of synthetic traces")
+    shifts: int = option(SHIFTS, help="copies of each base user, one hour apart")
+    devices: tuple[tuple[str, float], ...] = option((), cli=False, help="(profile, weight) pairs (default: every "
+                                                                        "phone profile, equally)")
+    alpha: float = option(1.0, help="Synthetic(alpha, beta)'s alpha (FedProx's most heterogeneous setting: 1)")
+    beta: float = option(1.0, help="Synthetic(alpha, beta)'s beta")
+    test_samples: int = option(10_000, help="the test set's samples")
+    critical_battery_pct: float = option(CRITICAL_PCT, help="a client below this battery level drops out (%)")
     # Swan paper: "a coordinator may share finished profiles between devices of the same model";
     # on here (assumption: every profile a client reports, first report per choice kept)
-    share_profiles: bool = True
+    share_profiles: bool = option(True, flag="--no-share-profiles",
+                                  help="a coordinator shares finished profiles between phones of a model "
+                                       "(--no-share-profiles: each phone explores every choice itself)")
 
     @property
     def baseline_policy(self) -> str:

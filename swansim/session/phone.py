@@ -1,15 +1,15 @@
 """One phone, one model, one policy, one owner, for a while: what `swansim run` does.
 
 The phone is a `swansim.device.Device` (optionally with profile figures overridden, see
-`swansim.runs.overrides`); the model is a Swan task (`swansim.dnn.tasks`) or a zoo model; the
-owner (`swansim.runs.usage`) is a trace set on disk, a synthetic owner drawn from a seed, or
+`swansim.session.overrides`); the model is a Swan task (`swansim.dnn.tasks`) or a zoo model; the
+owner (`swansim.session.usage`) is a trace set on disk, a synthetic owner drawn from a seed, or
 nobody (an idle phone), optionally with a Work-like benchmark session. Foreground sessions
 drive the screen and the owner's apps (`swansim.apps.appmodels.TracePlayer`); the charger
 follows the trace's device states; the battery starts at the trace's level and drains or
 charges by the simulated power. The policy drives the training job through the job's hooks
-(`swansim.runs.driver`). Everything recorded comes from probes attached from outside (the
+(`swansim.session.driver`). Everything recorded comes from probes attached from outside (the
 job's hooks, ``Platform.probes``, ``Scheduler.on_replan``, a sampling process; see
-`swansim.runs.probes`): tables of batches, layer phases, policy decisions, frames, power,
+`swansim.session.probes`): tables of batches, layer phases, policy decisions, frames, power,
 temperatures and frequencies.
 
 Energy per batch (the summary's ``energy_j``) is the paper's background-subtracted drain done
@@ -40,34 +40,43 @@ from swansim.dnn.models import MODELS
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue, DeviceSpec
-from swansim.policies.base import Policy, make_policy, policy_class
-from swansim.runs.driver import REQUEST_BATCHES, PolicyDriver
-from swansim.runs.overrides import apply_overrides
-from swansim.runs.probes import CpuOccupancy, FrequencyLog, Progress, Sampler
-from swansim.runs.usage import Usage, usage_of
+from swansim.options import option, takes
+from swansim.policy.base import Policy, make_policy, policy_class, policy_names
+from swansim.session.driver import REQUEST_BATCHES, PolicyDriver
+from swansim.session.overrides import apply_overrides
+from swansim.session.probes import CpuOccupancy, FrequencyLog, Progress, Sampler
+from swansim.session.usage import Usage, usage_of
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything a run depends on (the manifest records it)."""
+    """Everything a run depends on (the manifest records it); the `swansim run` options and
+    `swansim.run`'s keywords are these fields."""
 
-    device: str = "pixel3"
-    model: str = "resnet34"           # a Swan task, or any zoo model at torchvision's defaults
-    policy: str = "swan"
-    duration_s: float | None = 300.0  # None: until the owner's benchmark session ends
-    trace: str | None = None          # a trace set directory
-    user: str | None = None           # its user (default: the first)
-    synthetic: bool = False           # a synthetic owner drawn from ``seed`` (one user, one day)
-    start_s: float | None = None      # trace time of the run's start; None: auto (see AUTO_LEAD_*)
-    bench_at_s: float | None = None   # the owner runs the Work-like benchmark then (a heavy app session)
-    screen_on: bool = False           # the screen is on at the start (the owner holds the phone)
-    seed: int = 0
-    runtime: str = "pytorch"
-    request_batches: int = REQUEST_BATCHES
-    request_gap_s: float = 0.0        # between requests (0: the phone is asked again at once)
-    sample_s: float = 1.0             # power and thermal sampling period
-    overrides: tuple[tuple[str, str], ...] = ()   # (dotted profile path, value), see runs.overrides
-    policy_args: tuple[tuple[str, float], ...] = ()  # e.g. (("slowdown_factor", 1.2),)
+    device: str = option("pixel3", help="phone, board or SoC profile (swansim.profiles())")
+    model: str = option("resnet34", help="a Swan task (resnet34, shufflenet_v2_x2_0, mobilenet_v2) or a zoo model "
+                                         "at torchvision's defaults")
+    policy: str = option("swan", help="who decides where training runs", known=policy_names)
+    duration_s: float | None = option(300.0, flag="--duration",
+                                      help="simulated seconds; None: until the owner's benchmark session ends")
+    trace: str | None = option(None, exclusive="owner", help="a trace set directory (sessions.csv, states.csv)")
+    user: str | None = option(None, help="the trace's user (default: its first)")
+    synthetic: bool = option(False, exclusive="owner", help="a synthetic owner drawn from the seed (one user, one day)")
+    start_s: float | None = option(None, flag="--start", help="trace time (s) the run starts at (default: just "
+                                                              "before the owner's first session on battery)")
+    bench_at_s: float | None = option(None, flag="--bench-at", help="the owner runs the Work-like benchmark app at "
+                                                                    "this time (s into the run)")
+    screen_on: bool = option(False, help="the screen is on at the start (the owner holds the phone)")
+    seed: int = option(0, help="seed of the owner, the apps and the runtime's jitter")
+    runtime: str = option("pytorch", help="runtime profile (swansim/dnn/runtimes)")
+    request_batches: int = option(REQUEST_BATCHES, help="mini-batches per training request (FedScale's local steps)")
+    request_gap_s: float = option(0.0, flag="--request-gap", help="seconds between requests (0: asked again at once)")
+    sample_s: float = option(1.0, help="power and thermal sampling period (s)")
+    overrides: tuple[tuple[str, str], ...] = option(
+        (), cli=False, help="profile figures set as if the files said so: (dotted path, value) pairs "
+                            "(swansim.session.overrides; the CLI's --set)")
+    policy_args: tuple[tuple[str, float], ...] = option(
+        (), cli=False, help="the policy's parameters, e.g. (('slowdown_factor', 1.2),)")
 
     def check(self, cat: Catalogue) -> DeviceSpec:
         """Every field, before any simulation; returns the phone's (overridden) spec."""
@@ -247,7 +256,7 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
     """Run ``cfg``. ``policy``: a policy object to use instead of a new one (it keeps what it
     learned); ``oracle``: the true latency per choice label for policies that need it
     (default: measured now, see `true_latencies`); ``trace_detail``: also record per-cpu
-    thread activity (for `swansim.runs.perfetto`); ``subtract_background``: also run the same
+    thread activity (for `swansim.session.perfetto`); ``subtract_background``: also run the same
     phone and owner without training (the energy and Work-like score references); ``progress``:
     a bar on stderr over simulated time (the run, then its reference run). A probe that only
     reads the clock: the results do not depend on it."""
@@ -321,7 +330,7 @@ def summarise(cfg: RunConfig, usage: Usage, r: RunResult, end_s: float, total_j:
               background_j: float | None, declines: dict[str, int]) -> dict:
     """The run in one row. ``declined_<reason>``: the policy's refusals to train, counted per
     admission check (a declined phone is asked again at each change of its state or every
-    `driver.ADMIT_POLL_S`), by `policies.base.DECLINE_REASONS`."""
+    `driver.ADMIT_POLL_S`), by `policy.base.DECLINE_REASONS`."""
     b = r.batches
     n = len(b)
     steady = steady_batches(b)
@@ -382,14 +391,16 @@ def true_latencies(device: str, model: str, runtime: str = "pytorch", overrides:
     return {t[-1]: lat for t, lat in zip(tasks, lats)}
 
 
+@takes(RunConfig)
 def run(device: str = "pixel3", model: str = "resnet34", policy: str = "swan", duration_s: float = 300.0,
         trace: str | None = None, user: str | None = None, synthetic: bool = False, seed: int = 0,
         start_s: float | None = None, progress: bool = True, **kwargs) -> RunResult:
-    """The public API: one run, its tables as DataFrames (``result.batches``, ``.decisions``...);
-    ``progress=False`` silences the bar on stderr. Other keywords are `RunConfig` fields; an
-    unknown one is one InputError naming the nearest."""
+    """One phone, one model, one policy and its owner for ``duration_s`` simulated seconds: the
+    run's tables as DataFrames (``result.batches``, ``.layers``, ``.decisions``, ``.frames``,
+    ``.power``, ``.thermal``, ``.frequency``) and ``result.summary``. ``progress=False``
+    silences the bar on stderr; an unknown keyword is one InputError naming the nearest."""
     checks.keywords(kwargs, RunConfig, "swansim.run")
-    with checks.as_keywords("swansim.run", {"--set": "overrides"}):
+    with checks.as_keywords("swansim.run", RunConfig, renames={"--set": "overrides"}):
         return run_policy(RunConfig(device=device, model=model, policy=policy, duration_s=duration_s, trace=trace,
                                     user=user, synthetic=synthetic, seed=seed, start_s=start_s, **kwargs),
                           progress=progress)

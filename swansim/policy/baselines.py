@@ -22,9 +22,9 @@ from typing import Mapping
 
 from swansim.dnn.choices import Choice, Plan
 from swansim.errors import InputError
-from swansim.policies.base import Policy, register
-from swansim.policies.swan import SwanParams, decline_kind, decline_reason
-from swansim.policies.view import PhoneState, PolicyView
+from swansim.policy.base import Policy, register
+from swansim.policy.swan import SwanParams, decline_kind, decline_reason
+from swansim.policy.view import PhoneState, PolicyView
 
 
 class Static(Policy):
