@@ -27,7 +27,7 @@ from swansim.dnn.choices import Choice, parse_choice, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import SWAN_TASKS, build_task
 from swansim.dnn.training import TrainingJob
-from swansim.hw.profile import TOP_APP
+from swansim.hw.profile import TOP_APP, Catalogue, DeviceSpec
 from swansim.kernel.placement import AUTO
 
 CHOICES = ("default", "4", "4567", "0", "0123", "01234567")
@@ -36,13 +36,13 @@ CHOICES = ("default", "4", "4567", "0", "0123", "01234567")
 _BARE_CHUNK = 20_000
 
 
-def one_case(model: str, choice: Choice, batches: int, device: str = "pixel3", placement: str = AUTO) -> dict:
+def one_case(model: str, choice: Choice, batches: int, spec: DeviceSpec, placement: str = AUTO) -> dict:
     """One fresh phone through ``batches`` batches; a bare loop is timed before and after each
     batch, so ``bare`` is the machine's speed over the same stretch of time as the case."""
     graph, rt = build_task(model), load_runtime("pytorch")
     bare = [bare_event_s(_BARE_CHUNK, 1)]
     t0 = time.process_time()
-    dev = Device(DeviceConfig(device=device, placement=placement))
+    dev = Device(spec, DeviceConfig(placement=placement))
     # as swansim.batchmodel runs a landscape row: the process in top-app (TrainingJob's default)
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, choice, n_batches=batches, record_layers=False,
                       cpuset=dev.spec.cpuset(TOP_APP))
@@ -57,16 +57,16 @@ def one_case(model: str, choice: Choice, batches: int, device: str = "pixel3", p
             "replans": dev.sched.n_replans / batches, "sim_s": dev.env.now / batches}
 
 
-def idle_second(sim_s: float = 600.0) -> dict:
-    dev = Device(DeviceConfig(device="pixel3"))
+def idle_second(spec: DeviceSpec, sim_s: float = 600.0) -> dict:
+    dev = Device(spec)
     t0, e0 = time.process_time(), dev.env.n_events
     dev.run(sim_s)
     return {"cpu_s": (time.process_time() - t0) / sim_s, "events": (dev.env.n_events - e0) / sim_s}
 
 
-def phone_bytes(model: str) -> int:
+def phone_bytes(spec: DeviceSpec, model: str) -> int:
     tracemalloc.start()
-    dev = Device(DeviceConfig(device="pixel3"))
+    dev = Device(spec)
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, build_task(model), load_runtime("pytorch"),
                       pytorch_default(dev.spec.soc), n_batches=1, record_layers=False)
     dev.env.run(until=job.process)
@@ -86,22 +86,24 @@ def main(argv=None) -> None:
     ap.add_argument("--placement", default=AUTO,
                     help="kernel thread placement (default: the phone's own; 'wakeup' is the one before WALT)")
     args = ap.parse_args(argv)
-    soc = Device(DeviceConfig(device=args.device)).spec.soc
+    cat = Catalogue.load()
+    spec, pixel3 = cat.device(args.device, "--device"), cat.device("pixel3")
+    soc = spec.soc
     print(f"{'model':<20} {'choice':<10} {'bare events/batch':>17} {'events/batch':>12} {'replans/batch':>13} "
           f"{'sim s/batch':>11} {'events/sim s':>12}")
     for model in args.models.split(","):
         for label in args.choices.split(","):
             choice = pytorch_default(soc) if label == "default" else parse_choice(label, soc)
-            runs = [one_case(model, choice, args.batches, args.device, args.placement) for _ in range(args.repeats)]
+            runs = [one_case(model, choice, args.batches, spec, args.placement) for _ in range(args.repeats)]
             r = runs[0]
             ratio = statistics.median(x["cpu_s"] / x["bare_s"] for x in runs)
             print(f"{model:<20} {label:<10} {ratio:>17,.0f} {r['events']:>12,.0f} {r['replans']:>13,.0f} "
                   f"{r['sim_s']:>11.3f} {r['events'] / r['sim_s']:>12,.0f}", flush=True)
     bare = bare_event_s(100_000, 2)
-    idle = idle_second()
+    idle = idle_second(pixel3)
     print(f"\nidle phone: {idle['cpu_s'] / bare:,.1f} bare events and {idle['events']:.1f} events per simulated second")
     for model in args.models.split(","):
-        print(f"phone with a {model} job (one batch): peak {phone_bytes(model) / 1e6:.2f} MB (tracemalloc)")
+        print(f"phone with a {model} job (one batch): peak {phone_bytes(pixel3, model) / 1e6:.2f} MB (tracemalloc)")
 
 
 if __name__ == "__main__":

@@ -21,21 +21,22 @@ from _bare import bare_event_s
 import time
 
 from swansim.batchmodel import BatchKey, FastForward, check_fast_forward
-from swansim.device import Device, DeviceConfig
+from swansim.device import Device
 from swansim.dnn.choices import parse_choice, pytorch_default
+from swansim.hw.profile import Catalogue
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=100)
     n = ap.parse_args(argv).batches
-    cfg = DeviceConfig("pixel3")
-    soc = Device(cfg).spec.soc
+    spec = Catalogue.load().device("pixel3")
+    soc = spec.soc
     # MobileNetV2 under PyTorch's default: 25 s batches, long enough for quiet thermal polls
     jobs = [("resnet34", pytorch_default(soc), n), ("shufflenet_v2_x2_0", parse_choice("4", soc), n),
             ("mobilenet_v2", pytorch_default(soc), max(2, n // 10))]
     bare = bare_event_s(100_000, 2)
-    c = check_fast_forward(lambda: Device(cfg), jobs)
+    c = check_fast_forward(lambda: Device(spec), jobs)
     full, ff, full_cpu, ff_cpu = c.full, c.ff, c.full_cpu_s, c.ff_cpu_s
     bare = (bare + bare_event_s(100_000, 2)) / 2
     total = sum(k for _, _, k in jobs)
@@ -47,7 +48,7 @@ def main(argv=None) -> None:
                                                              full.platform.thermal.temp_c, ff.platform.thermal.temp_c)))
     hit = {}
     for skip in (True, False):
-        dev = Device(cfg)
+        dev = Device(spec)
         t0 = time.process_time()
         for model, choice, k in jobs:
             FastForward(dev, c.memo, BatchKey("pixel3", model, choice), skip_quiet=skip).run_batches(k)

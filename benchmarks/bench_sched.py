@@ -15,6 +15,7 @@ import numpy as np
 from _bare import bare_event_s
 
 from swansim.device import Device, DeviceConfig
+from swansim.hw.profile import Catalogue
 from swansim.kernel.sched import L3Use
 
 APP_L3 = L3Use(accesses_per_unit=5e-3, exposed_share=0.5, l3_bytes=2 * 2**20, working_set_bytes=2**19,
@@ -22,7 +23,7 @@ APP_L3 = L3Use(accesses_per_unit=5e-3, exposed_share=0.5, l3_bytes=2 * 2**20, wo
 
 
 def churn(n_threads: int, sim_s: float, seed: int = 0, l3: L3Use | None = None) -> tuple[float, int]:
-    dev = Device(DeviceConfig(seed=seed))
+    dev = Device(Catalogue.load().device("pixel3"), DeviceConfig(seed=seed))
     rng = np.random.default_rng(seed)
     n = dev.platform.n_cpus
     speed = [c.gemm_flop_per_cycle for c in dev.platform.clusters]

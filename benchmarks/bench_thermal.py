@@ -15,14 +15,15 @@ import time
 from _bare import bare_event_s
 
 from swansim.device import Device, DeviceConfig
+from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.runs.thermal import load_cpus
 from swansim.session.workloads import SustainedGemm
 
 SIM_S = 30 * 60.0
 
 
-def one_run(device: str, load: str, chunk_flops: float, thermal_governor: str | None = None) -> dict:
-    dev = Device(DeviceConfig(device=device, thermal_governor=thermal_governor))
+def one_run(spec: DeviceSpec, load: str, chunk_flops: float, thermal_governor: str | None = None) -> dict:
+    dev = Device(spec, DeviceConfig(thermal_governor=thermal_governor))
     SustainedGemm(dev, load_cpus(dev.spec, load), SIM_S, chunk_flops)
     t0 = time.process_time()
     dev.run(SIM_S)
@@ -32,13 +33,14 @@ def one_run(device: str, load: str, chunk_flops: float, thermal_governor: str | 
 
 if __name__ == "__main__":
     device = sys.argv[1] if len(sys.argv) > 1 else "pixel3"
+    spec = Catalogue.load().device(device, "argument")
     print(f"{device}: {SIM_S / 60:.0f} simulated minutes per run")
     print(f"{'load':<7} {'thermal':<16} {'chunk':>6} {'bare events/sim s':>18} {'replans':>8} {'polls':>6} {'cpufreq':>8}")
     for load in ("big", "little"):
         for gov in (None, "power_allocator"):
             for chunk in (5e9, 1e9):
                 bare = bare_event_s(100_000, 2)
-                r = one_run(device, load, chunk, gov)
+                r = one_run(spec, load, chunk, gov)
                 bare = (bare + bare_event_s(100_000, 2)) / 2
                 print(f"{load:<7} {gov or 'profile':<16} {chunk:>6.0e} {r['cpu_s'] / SIM_S / bare:>18.1f} "
                       f"{r['replans']:>8} {r['polls']:>6} {r['cpufreq_evals']:>8}")

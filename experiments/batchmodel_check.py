@@ -39,7 +39,8 @@ from swansim.session.workloads import SustainedGemm
 def full_batch(key: BatchKey) -> tuple[float, float]:
     """The batch of ``key`` on a phone as users run it: thermal zone on, temperatures moving,
     the key's caps imposed as the only cap (no thermal governor changes them)."""
-    dev = Device(DeviceConfig(device=key.device, governor=key.governor, placement=key.placement,
+    dev = Device(Catalogue.load().device(key.device),
+                 DeviceConfig(governor=key.governor, placement=key.placement,
                               thermal_governor="off" if key.caps_mhz else None))
     if key.caps_mhz:
         for p, c in zip(dev.cpufreq, key.caps_mhz):
@@ -81,12 +82,13 @@ ROOMS = {"kernel zone": (35.0, 120.0), "thermal engine": (33.0, 300.0)}
 
 
 def fast_forward(n: int, ambient_c: float, preheat_s: float) -> dict:
-    cfg = DeviceConfig("pixel3", ambient_c=ambient_c)
-    soc = Catalogue.load().device("pixel3").soc
+    cfg = DeviceConfig(ambient_c=ambient_c)
+    spec = Catalogue.load().device("pixel3")
+    soc = spec.soc
     jobs = [("resnet34", pytorch_default(soc), n), ("shufflenet_v2_x2_0", parse_choice("4", soc), n)]
 
     def preheated():
-        d = Device(cfg)
+        d = Device(spec, cfg)
         SustainedGemm(d, list(d.spec.soc.big_cpus), preheat_s, 5e9)
         d.run(preheat_s)
         return d

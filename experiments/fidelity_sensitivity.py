@@ -40,7 +40,7 @@ from swansim.cli import guarded
 from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import SWAN_TASKS
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.pool import run_all
 
 DEVICES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
@@ -66,8 +66,7 @@ def _runtime(variant: str, cat: Catalogue):
     return replace(rt, spin_iterations=KMP_BLOCKTIME_S * f_hz / cycles)
 
 
-def _spec(variant: str, device: str, cat: Catalogue):
-    spec = cat.device(device)
+def _spec(variant: str, spec: DeviceSpec) -> DeviceSpec:
     k = spec.kernel
     if variant.startswith("upmigrate=") and k is not None:
         up, down = (float(x) for x in variant.split("=")[1].split("/"))
@@ -76,22 +75,23 @@ def _spec(variant: str, device: str, cat: Catalogue):
     return spec
 
 
-def _key(device: str, model: str, variant: str, choice) -> BatchKey:
+def _key(spec: DeviceSpec, model: str, variant: str, choice) -> BatchKey:
     placement = {"core_ctl=off": "walt-nocorectl", "kernel=wakeup": "wakeup"}.get(variant, "auto")
-    if placement == "walt-nocorectl" and _catalogue().device(device).kernel is None:
+    if placement == "walt-nocorectl" and spec.kernel is None:
         placement = "auto"
     group = "foreground" if variant == "group=foreground" else "top_app"
-    return BatchKey(device, model, choice, placement=placement, group=group, batches=2, warmup=1)
+    return BatchKey(spec.name, model, choice, placement=placement, group=group, batches=2, warmup=1)
 
 
 def simulate_row(device: str, model: str, variant: str, label: str) -> dict:
     """One row (a pool worker): the batch of ``label`` ("default" or a pinned choice)."""
     cat = _catalogue()
-    soc = cat.device(device).soc
+    spec = cat.device(device)
+    soc = spec.soc
     choice = pytorch_default(soc) if label == "default" else next(
         c for c in enumerate_choices(soc, mixed=False) if c.label == label)
-    cost = simulate_batch(_key(device, model, variant, choice), runtime=_runtime(variant, cat),
-                          spec=_spec(variant, device, cat), record_layers=False)
+    cost = simulate_batch(_key(spec, model, variant, choice), runtime=_runtime(variant, cat),
+                          spec=_spec(variant, spec), record_layers=False)
     return {"device": device, "model": model, "variant": variant, "choice": label, "kind": choice.kind,
             "latency_s": cost.latency_s, "energy_j": cost.net_energy_j}
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from swansim.cli import guarded
 from swansim.device import Device, DeviceConfig
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import ENGINE
 from swansim.runs.thermal import CHUNK_FLOPS, Sampler, load_cpus, summarise
 from swansim.session.workloads import SustainedGemm
@@ -37,8 +37,8 @@ def provenance(spec) -> str:
     return "assumed: another vendor's, same SoC" if assumed else "sourced: its own"
 
 
-def run(name: str, duration_s: float, engine: bool, cat: Catalogue):
-    dev = Device(DeviceConfig(device=name, thermal_engine=engine), catalogue=cat)
+def run(spec: DeviceSpec, duration_s: float, engine: bool):
+    dev = Device(spec, DeviceConfig(thermal_engine=engine))
     cpus = load_cpus(dev.spec, "big")
     work = SustainedGemm(dev, cpus, duration_s, CHUNK_FLOPS)
     sampler = Sampler(dev, work, 1.0)
@@ -59,7 +59,7 @@ def main(argv=None) -> None:
     for name in PHONES:
         spec = cat.device(name)
         for engine in (False, True):
-            dev, df, row = run(name, args.minutes * 60.0, engine, cat)
+            dev, df, row = run(spec, args.minutes * 60.0, engine)
             df.to_csv(out / f"timeline-{name}-{'engine' if engine else 'kernel-only'}.csv", index=False)
             rows.append({**row, "engine_config": provenance(spec) if engine else "off"})
             for c in dev.thermal.cap_log:

@@ -21,19 +21,20 @@ from swansim.apps.appmodels import load_app_table
 from swansim.apps.workbench import SCORE_SCALE, task_times
 from swansim.cli import guarded
 from swansim.device import DeviceConfig
+from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.runs.scenarios import PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, run_workbench
 
 MPKI = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0)
 WORKING_SET_KIB = (128.0, 256.0, 512.0, 1024.0, 2048.0)
 
 
-def drops(device: str, model: str, table) -> tuple[float, float]:
+def drops(spec: DeviceSpec, model: str, table) -> tuple[float, float]:
     """Work-score drop (%) with pytorch-default training and with one little core."""
-    cfg = DeviceConfig(device=device)
-    ref = task_times(run_workbench(cfg, None, table=table).tasks)   # scores 1000 by definition
+    cfg = DeviceConfig()
+    ref = task_times(run_workbench(spec, cfg, None, table=table).tasks)   # scores 1000 by definition
     out = []
     for placement in ("pytorch-default", "little1"):
-        r = run_workbench(cfg, TrainingBackground(model, placement), WARMUP_S, table=table, reference=ref)
+        r = run_workbench(spec, cfg, TrainingBackground(model, placement), WARMUP_S, table=table, reference=ref)
         out.append(100.0 * (1.0 - r.score / SCORE_SCALE))
     return out[0], out[1]
 
@@ -43,6 +44,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="pixel3")
     p.add_argument("--model", default="resnet34")
     args = p.parse_args(argv)
+    spec = Catalogue.load().device(args.device, "--device")
     table = load_app_table()
     mem = table.memory
     paper = PAPER_FIG3_DROP_PCT.get((args.device, args.model))
@@ -52,7 +54,7 @@ def main(argv=None) -> int:
     rows = [(x, mem.l3_working_set_kib) for x in MPKI] + [(mem.l2_misses_per_kinstr, w) for w in WORKING_SET_KIB]
     for mpki, ws in rows:
         t = replace(table, memory=replace(mem, l2_misses_per_kinstr=mpki, l3_working_set_kib=ws))
-        d, little = drops(args.device, args.model, t)
+        d, little = drops(spec, args.model, t)
         print(f"{mpki:>8g} {ws:>11g} {d:>18.1f} {little:>10.1f}", flush=True)
     return 0
 

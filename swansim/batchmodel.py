@@ -95,9 +95,9 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
     spec = spec or Catalogue.load().device(key.device)
     rt = runtime or load_runtime(key.runtime)
     graph = _graph(key.model, key.batch, key.input_shape, key.num_classes, key.mode)
-    cfg = DeviceConfig(device=key.device, seed=key.seed, governor=key.governor, placement=key.placement,
+    cfg = DeviceConfig(seed=key.seed, governor=key.governor, placement=key.placement,
                        thermal_governor="off", frozen_temps=True, screen_on=key.foreground is not None)
-    dev = Device(cfg, spec=spec)
+    dev = Device(spec, cfg)
     if key.caps_mhz is not None:
         for policy, cap in zip(dev.cpufreq, key.caps_mhz):
             policy.set_cap(cap)
@@ -369,7 +369,7 @@ def check_fast_forward(make_device: Callable[[], Device], jobs: Sequence[tuple[s
     ff_start = where(ff)
     cpu0 = time.process_time()
     for model, choice, n in jobs:
-        run = FastForward(ff, memo, BatchKey(ff.config.device, model, choice), skip_quiet)
+        run = FastForward(ff, memo, BatchKey(ff.spec.name, model, choice), skip_quiet)
         run.run_batches(n)
         run.release()
     ff.sched.sync()

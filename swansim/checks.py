@@ -27,17 +27,26 @@ def shown(value) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def is_int(value) -> bool:
+    """An integer, and not a bool (which Python counts as one)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    """A finite real number, and not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def integer(value, where: str, lo: int, hi: int) -> int:
     """``value`` as an int in ``lo..hi``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+    if not is_int(value) or not lo <= value <= hi:
         raise InputError(where, shown(value), f"must be an integer from {lo} to {hi}")
     return int(value)
 
 
 def number(value, where: str, lo: float, hi: float, unit: str = "") -> float:
     """``value`` as a finite float in ``[lo, hi]``."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not lo <= value <= hi:
+    if not is_number(value) or not lo <= value <= hi:
         of = f" {unit}" if unit else ""
         raise InputError(where, shown(value), f"must be a finite number{of} from {lo:g} to {hi:g}")
     return float(value)

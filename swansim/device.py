@@ -17,7 +17,7 @@ import simpy
 from swansim.errors import InputError
 from swansim.hw.battery import CHARGER_POWER_W, Battery
 from swansim.hw.platform import Platform
-from swansim.hw.profile import Catalogue, DeviceSpec
+from swansim.hw.profile import DeviceSpec
 from swansim.hw.thermal import TempBounds
 from swansim.kernel.cpufreq import GOVERNORS, CpufreqPolicy, make_governor
 from swansim.kernel.engine import Environment
@@ -54,9 +54,8 @@ class _Poller:
 
 @dataclass
 class DeviceConfig:
-    """The one flat configuration of a device run."""
+    """The one flat configuration of a device run (the profile itself is the `Device`'s spec)."""
 
-    device: str = "pixel3"
     seed: int = 0
     screen_on: bool = False
     ambient_c: float | None = None        # None: the profile's ambient
@@ -76,11 +75,10 @@ class DeviceConfig:
 class Device:
     """A phone at run time: env, platform, scheduler, and the processes that drive them."""
 
-    def __init__(self, config: DeviceConfig | None = None, spec: DeviceSpec | None = None,
-                 catalogue: Catalogue | None = None):
+    def __init__(self, spec: DeviceSpec, config: DeviceConfig | None = None):
+        """``spec``: the resolved profile (`Catalogue.device`); a name is resolved where it
+        enters (a CLI option, a config's check), never here."""
         self.config = config = config or DeviceConfig()
-        if spec is None:
-            spec = (catalogue or Catalogue.load()).device(config.device)
         if config.ambient_c is not None:
             spec = replace(spec, ambient_c=config.ambient_c)
         self.spec = spec

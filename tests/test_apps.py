@@ -18,9 +18,12 @@ from swansim.apps.workbench import animation_stretch_s, score, score_drop_pct, s
 from swansim.cli import main as cli_main
 from swansim.device import Device, DeviceConfig
 from swansim.errors import InputError
+from swansim.hw.profile import Catalogue
 from swansim.kernel.placement import WakeupPlacement, place_for_throughput
 from swansim.runs.scenarios import (DenseLoad, TrainingBackground, app_jank, reference_times,
                                run_workbench)
+
+PIXEL3 = Catalogue.load().device("pixel3")
 
 LIGHT_APPS = ("messaging", "browsing", "audio")
 
@@ -31,7 +34,7 @@ def table():
 
 
 def _pixel3(**kw) -> Device:
-    return Device(DeviceConfig(device="pixel3", screen_on=True, **kw))
+    return Device(PIXEL3, DeviceConfig(screen_on=True, **kw))
 
 
 # ---------------------------------------------------------------- the table
@@ -79,7 +82,7 @@ def test_android_frame_thresholds():
 
 def test_deadline_is_one_refresh_period():
     for hz in (60, 90, 120):
-        dev = Device(DeviceConfig(device="pixel3"), spec=replace(Device(DeviceConfig()).spec, display_refresh_hz=hz))
+        dev = Device(replace(PIXEL3, display_refresh_hz=hz))
         rec = UxRecorder()
         pipe = FramePipeline(dev.env, dev.sched, "a", dev.sched.spawn("ui"), dev.sched.spawn("rt"),
                              scalar_speed(dev.spec), Vsync(hz), rec)
@@ -107,7 +110,7 @@ def test_slowdown_and_score():
 
 @pytest.mark.parametrize("category", LIGHT_APPS)
 def test_light_apps_jank_under_one_percent_on_pixel3(category):
-    frames, summary = app_jank(DeviceConfig(device="pixel3"), category, None, duration_s=60.0)
+    frames, summary = app_jank(PIXEL3, DeviceConfig(), category, None, duration_s=60.0)
     assert len(frames) > 20
     assert summary["jank_pct"].iloc[0] < 1.0
 
@@ -177,7 +180,7 @@ def test_app_streams_are_keyed_by_seed_and_name():
 @given(category=st.sampled_from(CATEGORIES), seed=st.integers(0, 2**16),
        stop_s=st.floats(0.5, 12.0), load_scale=st.floats(0.3, 8.0))
 def test_every_frame_is_counted_once(category, seed, stop_s, load_scale):
-    dev = Device(DeviceConfig(device="pixel3", seed=seed, screen_on=True))
+    dev = Device(PIXEL3, DeviceConfig(seed=seed, screen_on=True))
     table = load_app_table()
     rec = UxRecorder()
     app = App(dev.env, dev.sched, dev.spec, table.categories[category], table.android, rec, seed,
@@ -201,7 +204,7 @@ def test_every_frame_is_counted_once(category, seed, stop_s, load_scale):
 
 def _steady_animation_jank(n_frames: int, ui_instr: float, render_instr: float, load: int, same_core: bool):
     """Jank share of ``n_frames`` identical frames with ``load`` dense threads on the app's cores."""
-    dev = Device(DeviceConfig(device="pixel3", governor="performance"))
+    dev = Device(PIXEL3, DeviceConfig(governor="performance"))
     ui = dev.sched.spawn("ui", (4,), -10)
     rt = dev.sched.spawn("rt", (4,) if same_core else (5,), -10)
     if load:
@@ -316,7 +319,7 @@ def test_script_is_fixed_by_seed(table):
 
 def test_benchmark_alone_scores_1000_against_itself():
     ref = reference_times("pixel3")
-    r = run_workbench(DeviceConfig(device="pixel3"), None, reference=ref)
+    r = run_workbench(PIXEL3, DeviceConfig(), None, reference=ref)
     assert r.score == pytest.approx(1000.0)
     assert set(r.tasks["task"]) == set(ref.index)
     assert r.frames["janky"].mean() < 0.01
@@ -324,12 +327,12 @@ def test_benchmark_alone_scores_1000_against_itself():
 
 @pytest.fixture(scope="module")
 def pixel3_alone_score():
-    return run_workbench(DeviceConfig(device="pixel3"), None, reference=reference_times("pixel3")).score
+    return run_workbench(PIXEL3, DeviceConfig(), None, reference=reference_times("pixel3")).score
 
 
 def _drop(bg, base, governor: str = "schedutil") -> float:
-    cfg = DeviceConfig(device="pixel3", governor=governor)
-    r = run_workbench(cfg, bg, warmup_s=10.0, reference=reference_times("pixel3"))
+    cfg = DeviceConfig(governor=governor)
+    r = run_workbench(PIXEL3, cfg, bg, warmup_s=10.0, reference=reference_times("pixel3"))
     return score_drop_pct(base, r.score)
 
 
@@ -343,12 +346,12 @@ def test_the_apps_l3_stake_adds_to_the_drop(table):
     training's, OpenBLAS's spinning workers included; its UI threads wake and preempt) and its
     working set in the shared L3. Taking its L3 stake away leaves a smaller drop."""
     no_l3 = replace(table, memory=replace(table.memory, l2_misses_per_kinstr=0.0))
-    cfg = DeviceConfig(device="pixel3")
+    cfg = DeviceConfig()
     bg = TrainingBackground("resnet34", "pytorch-default")
-    ref = task_times(run_workbench(cfg, None, table=no_l3).tasks)
-    without = score_drop_pct(1000.0, run_workbench(cfg, bg, 10.0, table=no_l3, reference=ref).score)
-    ref = task_times(run_workbench(cfg, None, table=table).tasks)
-    with_l3 = score_drop_pct(1000.0, run_workbench(cfg, bg, 10.0, table=table, reference=ref).score)
+    ref = task_times(run_workbench(PIXEL3, cfg, None, table=no_l3).tasks)
+    without = score_drop_pct(1000.0, run_workbench(PIXEL3, cfg, bg, 10.0, table=no_l3, reference=ref).score)
+    ref = task_times(run_workbench(PIXEL3, cfg, None, table=table).tasks)
+    with_l3 = score_drop_pct(1000.0, run_workbench(PIXEL3, cfg, bg, 10.0, table=table, reference=ref).score)
     assert 0.0 < without < with_l3
 
 
@@ -361,8 +364,8 @@ def test_training_on_one_little_core_costs_little(pixel3_alone_score):
 
 def test_baseline_training_costs_more_than_one_little_core():
     """CPU contention alone: the performance governor takes schedutil's ramp-up out of the comparison."""
-    cfg = DeviceConfig(device="pixel3", governor="performance")
-    base = run_workbench(cfg, None, reference=reference_times("pixel3")).score
+    cfg = DeviceConfig(governor="performance")
+    base = run_workbench(PIXEL3, cfg, None, reference=reference_times("pixel3")).score
     baseline = _drop(TrainingBackground("mobilenet_v2", "pytorch-default"), base, "performance")
     little = _drop(TrainingBackground("mobilenet_v2", "little1"), base, "performance")
     assert baseline > little

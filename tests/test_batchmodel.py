@@ -13,17 +13,15 @@ from hypothesis import strategies as st
 from swansim.batchmodel import BatchKey, BatchModel, FastForward, check_fast_forward, simulate_batch
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import parse_choice, pytorch_default
-from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
 from swansim.hw.platform import Platform
-from swansim.hw.profile import Catalogue
 from swansim.kernel.cpufreq import ENGINE, KERNEL
 from swansim.session.workloads import SustainedGemm
 
-CAT = Catalogue.load()
-PIXEL3 = CAT.device("pixel3")
-RT = load_runtime("pytorch")
+from conftest import PIXEL3, PYTORCH
+
+RT = PYTORCH
 
 
 def test_a_memoised_batch_is_the_simulated_batch():
@@ -31,7 +29,7 @@ def test_a_memoised_batch_is_the_simulated_batch():
     soc = PIXEL3.soc
     for model, choice in (("resnet34", pytorch_default(soc)), ("shufflenet_v2_x2_0", parse_choice("4", soc))):
         cost = simulate_batch(BatchKey("pixel3", model, choice))
-        dev = Device(DeviceConfig("pixel3"), catalogue=CAT)
+        dev = Device(PIXEL3)
         job = TrainingJob(dev.env, dev.sched, soc, build_task(model), RT, choice, n_batches=2, record_layers=False)
         dev.env.run(until=job.process)
         row = job.batch_rows[1]
@@ -71,12 +69,12 @@ def test_fast_forward_matches_full_simulation_through_throttling(ambient_c, preh
     zone's on a hot junction, or the thermal engine's on a warm skin - and the fast-forwarded phone
     must end where the simulated one does."""
     soc = PIXEL3.soc
-    cfg = DeviceConfig("pixel3", ambient_c=ambient_c)
+    cfg = DeviceConfig(ambient_c=ambient_c)
     jobs = [("resnet34", pytorch_default(soc), 30), ("shufflenet_v2_x2_0", parse_choice("4", soc), 10),
             ("shufflenet_v2_x2_0", parse_choice("0", soc), 4)]
 
     def preheated():
-        dev = Device(cfg, catalogue=CAT)
+        dev = Device(PIXEL3, cfg)
         SustainedGemm(dev, list(dev.spec.soc.big_cpus), preheat_s, 5e9)
         dev.run(preheat_s)
         return dev
@@ -149,7 +147,7 @@ def test_caps_at_fmax_are_no_caps_so_a_prefilled_batch_is_found():
     assert simulate_batch(key, record_layers=False) == simulate_batch(key.with_caps(fmax), record_layers=False)
     bm = BatchModel()
     bm.prefill([key], jobs=1, progress=False)
-    ff = FastForward(Device(DeviceConfig("pixel3"), catalogue=CAT), bm, key)
+    ff = FastForward(Device(PIXEL3), bm, key)
     ff.run_batch()
     assert (bm.hits, bm.misses) == (1, 1)   # the prefill's one miss, then a hit
 

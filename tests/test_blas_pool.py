@@ -6,20 +6,18 @@ from swansim.batchmodel import BatchKey, simulate_batch
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import parse_choice, pytorch_default
 from swansim.dnn.regions import gemm_mnk
-from swansim.dnn.runtime import load_runtime, with_blas
+from swansim.dnn.runtime import with_blas
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
-from swansim.hw.profile import Catalogue
 
-CAT = Catalogue.load()
-PIXEL3 = CAT.device("pixel3")
-RT = load_runtime("pytorch")
+from conftest import PIXEL3, PYTORCH
+
+RT = PYTORCH
 ON = with_blas(RT, enabled=True)
 
 
 def job_on(choice, runtime=ON, group="top_app", batches=1, model="resnet34"):
-    dev = Device(DeviceConfig("pixel3", governor="performance", thermal_governor="off", frozen_temps=True),
-                 spec=PIXEL3)
+    dev = Device(PIXEL3, DeviceConfig(governor="performance", thermal_governor="off", frozen_temps=True))
     job = TrainingJob(dev.env, dev.sched, PIXEL3.soc, build_task(model), runtime, choice, n_batches=batches,
                       cpuset=PIXEL3.cpuset(group), cgroup=group)
     dev.env.run(until=job.process)

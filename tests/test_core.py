@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 
 from swansim.hw.platform import Platform
 from swansim.hw.power import dynamic_power_w
-from swansim.hw.profile import Catalogue
 from swansim.kernel.engine import Environment
 from swansim.kernel.sched import SCHED_LATENCY_S, Scheduler, nice_to_weight
 
-CAT = Catalogue.load()
+from conftest import CAT
+
 
 
 def make(device="pixel3"):

@@ -25,7 +25,8 @@ def cat():
 
 
 def _device(name: str, governor: str = "performance") -> Device:
-    return Device(DeviceConfig(device=name, governor=governor, thermal_governor="off", frozen_temps=True))
+    return Device(Catalogue.load().device(name),
+                  DeviceConfig(governor=governor, thermal_governor="off", frozen_temps=True))
 
 
 def _speed(dev) -> list[float]:
@@ -103,7 +104,7 @@ def test_walt_demand_closed_form():
 def test_walt_is_the_default_placement_where_the_profile_names_a_kernel(cat):
     assert isinstance(_device("galaxy-s10e").sched.placement, WaltPlacement)
     assert not isinstance(_device("pixel6").sched.placement, WaltPlacement)   # no [kernel] table
-    wake = Device(DeviceConfig(device="galaxy-s10e", placement="wakeup"))
+    wake = Device(cat.device("galaxy-s10e"), DeviceConfig(placement="wakeup"))
     assert not isinstance(wake.sched.placement, WaltPlacement)
 
 
@@ -225,7 +226,7 @@ def test_a_placed_plan_is_not_placed_again_and_nothing_changes(device, monkeypat
     def one(full: bool):
         if full:   # forget every placement: no plan is ever "the same as last placed"
             monkeypatch.setattr(WaltPlacement, "_remember", lambda self, threads, window: None)
-        dev = Device(DeviceConfig(device=device))
+        dev = Device(Catalogue.load().device(device))
         job = TrainingJob(dev.env, dev.sched, dev.spec.soc, build_task("resnet34"), load_runtime("pytorch"),
                           pytorch_default(dev.spec.soc), n_batches=1, record_layers=False,
                           cpuset=dev.spec.cpuset(TOP_APP))

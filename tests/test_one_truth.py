@@ -90,3 +90,59 @@ def test_no_other_module_spells_the_figures():
             assert not shapes & set(_literals(tree)), f"{rel} spells a Swan task's input shape"
         if rel not in ("hw/profile.py", "cli/profiles.py"):
             assert ".capacity_dmips_mhz" not in text, f"{rel} ranks cores its own way"
+
+
+# Layers, low to high (DESIGN.md): a module may import its own layer and those below, never above.
+_LAYERS = [
+    {"errors", "checks", "registry", "options", "pool"},
+    {"hw"}, {"kernel"}, {"dnn", "apps", "results", "plots"}, {"device"}, {"batchmodel", "policy"}, {"session"}, {"federated"},
+    {"runs"}, {"api"}, {"cli"}, {"__init__", "__main__"},
+]
+_RANK = {name: i for i, layer in enumerate(_LAYERS) for name in layer}
+
+
+def _imports(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+
+
+def test_dependencies_point_downward():
+    """Every import of a swansim module, at module level or inside a function, goes to the
+    module's own layer or one below it."""
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC)
+        own = _RANK[rel.parts[0].removesuffix(".py")]
+        for name in _imports(ast.parse(path.read_text())):
+            parts = name.split(".")
+            if parts[0] != "swansim" or len(parts) == 1:
+                continue
+            assert _RANK[parts[1]] <= own, f"{rel.as_posix()} reaches up to {name}"
+
+
+@pytest.mark.parametrize("construct, home", [
+    ("PolicyView(", "session/step.py"), ("BatchStats(", "session/step.py"), ("ModelInfo(", "session/step.py"),
+    ("App(", "apps/appmodels.py"), ("charging_loss_w -", "hw/platform.py"),
+])
+def test_the_step_the_owners_app_and_the_idle_floor_have_one_home(construct, home):
+    """The per-batch step (the view a policy plans from, what it observes, what it knows of the
+    model), an owner's app and the idle floor a batch's energy is counted above are built in
+    one place, which every driver calls."""
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        if rel != home and not rel.startswith("policy/"):
+            code = "\n".join(line.split("#")[0] for line in path.read_text().splitlines())
+            assert f" {construct}" not in code and f"({construct}" not in code and f"={construct}" not in code, \
+                f"{rel} builds {construct[:-1]} itself"
+
+
+def test_one_default_device():
+    """The default phone is written once per config and the CLI takes it from there."""
+    from swansim.options import default_of
+    from swansim.runs.compare import CompareConfig
+    from swansim.session.phone import RunConfig
+
+    run_default = default_of(next(f for f in __import__("dataclasses").fields(RunConfig) if f.name == "device"))
+    assert CompareConfig().devices == (run_default,)

@@ -9,19 +9,21 @@ from hypothesis import strategies as st
 
 from swansim.device import Device, DeviceConfig
 from swansim.errors import InputError
-from swansim.hw.profile import AMBIENT, Catalogue
+from swansim.hw.profile import AMBIENT
 from swansim.kernel.cpufreq import (DOWN_RATE_LIMIT_S, PELT_HALF_LIFE_S, TICK_S, UP_RATE_LIMIT_S, opp_at_or_above,
                                     schedutil_freq_mhz)
 from swansim.kernel.thermal_gov import StatusMonitor, ThermalStatus, divvy_up_power
 from swansim.session.workloads import SustainedGemm
 
-CAT = Catalogue.load()
+from conftest import CAT
+
 BIG = [4, 5, 6, 7]   # Pixel 3 (SDM845) gold cores, cluster 1
 LITTLE = 0           # cluster index of the silver cores
 
 
 def device(spec=None, **kw) -> Device:
-    return Device(DeviceConfig(**kw), spec=spec, catalogue=CAT)
+    """A device of ``spec`` (default the Pixel 3); ``kw``: its `DeviceConfig`."""
+    return Device(spec if spec is not None else CAT.device("pixel3"), DeviceConfig(**kw))
 
 
 def pixel3_with_ipa():
@@ -84,7 +86,7 @@ PHONES = [n for n in CAT.devices if CAT.devices[n].kind == "phone"]
 def test_temperature_bounds_hold_over_the_whole_stretch(name, before_w, during_w, warm_s, dt_s):
     """`ThermalNetwork.range_c` bounds every node over [0, dt] for a held power, from any state;
     `rise_c` bounds what more power adds (what the fast-forward's quiet skips rely on)."""
-    dev = device(device=name)
+    dev = device(CAT.device(name))
     net = dev.platform.thermal
     n = len(net.nodes)
     net.step(warm_s, before_w[:n])
@@ -371,6 +373,6 @@ class TestBattery:
         board = next((n for n, d in CAT.devices.items() if d.kind == "board"), None)
         if board is None:
             pytest.skip("no board profile in the catalogue")
-        dev = device(device=board)
+        dev = device(CAT.device(board))
         dev.run(1.0)
         assert dev.battery is None and dev.battery_temp_c is None and dev.soc_pct is None

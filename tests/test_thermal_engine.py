@@ -9,14 +9,14 @@ from hypothesis import strategies as st
 
 from swansim.device import Device, DeviceConfig
 from swansim.errors import InputError
-from swansim.hw.profile import Catalogue, EngineRule, ThermalEngineSpec, load_device
+from swansim.hw.profile import EngineRule, ThermalEngineSpec, load_device
 from swansim.kernel.cpufreq import ENGINE, KERNEL
 from swansim.kernel.thermal_engine import step_level
 from swansim.runs.thermal import first_throttle_s, run_one
 from swansim.session.workloads import SustainedGemm
 
-CAT = Catalogue.load()
-PIXEL3 = CAT.device("pixel3")
+from conftest import CAT, PIXEL3
+
 
 
 @settings(max_examples=200, deadline=None)
@@ -49,7 +49,7 @@ def test_hysteresis_on_one_level():
 @pytest.fixture(scope="module")
 def pixel3_hot():
     """Pixel 3, the four big cores fully busy for 30 simulated minutes."""
-    dev = Device(DeviceConfig(device="pixel3"), catalogue=CAT)
+    dev = Device(PIXEL3)
     SustainedGemm(dev, list(PIXEL3.soc.big_cpus), 1800.0, 5e9)
     dev.run(1800.0)
     return dev
@@ -89,15 +89,15 @@ def test_the_lower_of_kernel_and_engine_limits_applies(pixel3_hot):
 
 
 def test_the_engine_is_optional_and_off_with_the_kernel_governor_off():
-    assert Device(DeviceConfig(device="pixel3", thermal_engine=False), catalogue=CAT).thermal_engine is None
-    assert Device(DeviceConfig(device="pixel3", thermal_governor="off"), catalogue=CAT).thermal_engine is None
-    assert Device(DeviceConfig(device="pixel6"), catalogue=CAT).thermal_engine is None   # no table
+    assert Device(PIXEL3, DeviceConfig(thermal_engine=False)).thermal_engine is None
+    assert Device(PIXEL3, DeviceConfig(thermal_governor="off")).thermal_engine is None
+    assert Device(CAT.device("pixel6")).thermal_engine is None   # no table
 
 
 def test_energy_stays_the_integral_of_power_while_the_engine_caps():
     """Caps moving by the engine's sampling change nothing in how energy is integrated."""
     spec = replace(PIXEL3, ambient_c=38.0)   # the skin passes 39 C within minutes
-    dev = Device(DeviceConfig(device="pixel3"), spec=spec)
+    dev = Device(spec)
     samples = []
     dev.platform.probes.append(lambda t0, t1, p: samples.append((t1 - t0) * p.total_power_w))
     SustainedGemm(dev, list(PIXEL3.soc.big_cpus), 400.0, 5e9)
@@ -108,8 +108,8 @@ def test_energy_stays_the_integral_of_power_while_the_engine_caps():
 
 
 def test_the_engine_lowers_sustained_throughput_and_the_skin():
-    base, without = run_one("pixel3", "big", 1200.0, 5.0, catalogue=CAT, thermal_engine=False)
-    df, with_engine = run_one("pixel3", "big", 1200.0, 5.0, catalogue=CAT)
+    base, without = run_one(PIXEL3, "big", 1200.0, 5.0, thermal_engine=False)
+    df, with_engine = run_one(PIXEL3, "big", 1200.0, 5.0)
     assert with_engine["first_engine_cap_s"] is not None and without["first_engine_cap_s"] is None
     assert with_engine["sustained_gflops"] < without["sustained_gflops"]
     assert with_engine["steady_skin_c"] < without["steady_skin_c"]

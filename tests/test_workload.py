@@ -15,20 +15,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swansim.batchmodel import BatchKey, simulate_batch
-from swansim.device import DeviceConfig
 from swansim.dnn.choices import enumerate_choices, parse_choice, pytorch_default
 from swansim.dnn import calibrate as cal
 from swansim.kernel.sched import SCHED_LATENCY_S
 from swansim.dnn.runtime import with_blas, RUNTIME_DIR, get_path, load_runtime
 from swansim.errors import InputError
-from swansim.hw.profile import Catalogue
 from swansim.dnn.tasks import build_task
 from swansim.runs.calibration import Fig2, Ncnn
 from swansim.device import Device
 from swansim.dnn.training import TrainingJob
 from swansim.runs.landscape import landscape_frame
 
-CAT = Catalogue.load()
+from conftest import CAT
+
 PIXEL3 = CAT.device("pixel3").soc
 PYTORCH = load_runtime("pytorch")
 RESNET = "resnet34"
@@ -175,7 +174,7 @@ def test_mixed_team_straggles_on_its_little_core():
     big_lat, _ = sim(RESNET, "4567")
     mixed_lat, _ = sim(RESNET, "01234567")
     assert mixed_lat > big_lat
-    dev = Device(DeviceConfig("pixel3"), catalogue=CAT)
+    dev = Device(CAT.device("pixel3"))
     job = TrainingJob(dev.env, dev.sched, PIXEL3, build_task(RESNET), with_blas(PYTORCH, enabled=False),
                       parse_choice("01234567", PIXEL3), n_batches=2)
     dev.env.run(until=job.process)

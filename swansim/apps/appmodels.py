@@ -38,6 +38,7 @@ import simpy
 
 from swansim.apps.traces import CATEGORIES, Session
 from swansim.apps.ux import UxRecorder
+from swansim.checks import is_number
 from swansim.errors import InputError
 from swansim.hw.profile import TOP_APP, DeviceSpec
 from swansim.kernel.sched import L3Use, Scheduler, Thread
@@ -178,7 +179,7 @@ def _read(table: dict, path: Path, prefix: str, cls: type, skip: tuple[str, ...]
             raise InputError(path, where, "missing required field")
         v = table[f.name]
         lo, hi, integer = _BOUNDS[f.name]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not is_number(v):
             raise InputError(path, where, f"expected a number, got {v!r}")
         if integer and v != int(v):
             raise InputError(path, where, f"expected an integer, got {v!r}")

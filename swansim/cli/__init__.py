@@ -38,8 +38,27 @@ class Parser(argparse.ArgumentParser):
         raise InputError(where, "value", reason)
 
 
+DESCRIPTION = """\
+Simulate smartphones that train neural networks in the background while their owners use them:
+where training should run (which cores, per layer), what it costs in time and energy, and what
+it does to the owner - on one phone or on a federated fleet of thousands."""
+
+EPILOG = """\
+examples:
+  swansim profiles list                                    the phones, boards and SoCs
+  swansim landscape --device pixel3 --model shufflenet_v2_x2_0
+  swansim run --device pixel3 --model resnet34 --policy swan --duration 240
+  swansim compare --devices pixel3,oneplus8 --policies swan,pytorch-default
+  swansim fleet --clients 240 --per-round 20 --rounds 20 --out results/fleet
+  swansim demo --out results                               the quick reproduction
+
+'swansim COMMAND --help' lists a command's options with their defaults. Bad input is one line
+'swansim: error: where: field: reason' and exit code 2, before any simulation starts."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="swansim", description=__doc__.splitlines()[0])
+    parser = Parser(prog="swansim", description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"swansim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     for name in COMMANDS:

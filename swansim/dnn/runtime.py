@@ -40,13 +40,13 @@ Fields (all per runtime; ``<fam>`` is a core family, ``<op>`` an op class):
 """
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from swansim.checks import is_number
 from swansim.errors import InputError
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtimes"
@@ -229,7 +229,7 @@ class _Reader:
 
     def num(self, key: str, lo: float, hi: float) -> float:
         v = self.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not is_number(v):
             raise self.err(key, f"expected a number, got {v!r}")
         if not lo <= v <= hi:
             raise self.err(key, f"{v} is outside {lo}..{hi}")
@@ -302,7 +302,7 @@ def load_runtime(name_or_path: str | Path) -> Runtime:
         ops[op] = OpParams(peak=t.str("peak", ("gemm", "vector")), efficiency=eff, split=split,
                            regions=t.str("regions", ("one", "per_group")))
     fork = r.get("fork_instructions")
-    if not (isinstance(fork, list) and len(fork) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in fork)):
+    if not (isinstance(fork, list) and len(fork) == 2 and all(is_number(x) and x >= 0 for x in fork)):
         raise r.err("fork_instructions", f"expected [base, per extra thread] >= 0, got {fork!r}")
     r.need_source("fork_instructions")
     pso = r.get("per_sample_ops")
@@ -372,13 +372,13 @@ def _fit_spec(fit: Any, path: Path, rt: Runtime) -> tuple[tuple[FitParam, ...], 
         if not (isinstance(targets, list) and targets and all(isinstance(t, str) for t in targets)):
             raise InputError(path, f"{where}.set", "expected a list of dotted field paths")
         b = e.get("bounds")
-        if not (isinstance(b, list) and len(b) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in b)
+        if not (isinstance(b, list) and len(b) == 2 and all(is_number(x) for x in b)
                 and 0 < b[0] < b[1]):
             raise InputError(path, f"{where}.bounds", f"expected [lo, hi] with 0 < lo < hi, got {b!r}")
         prior, sigma, source = e.get("prior"), e.get("sigma_log"), e.get("source")
-        if isinstance(prior, bool) or not isinstance(prior, (int, float)) or not b[0] <= prior <= b[1]:
+        if not is_number(prior) or not b[0] <= prior <= b[1]:
             raise InputError(path, f"{where}.prior", f"expected a number within the bounds {b}, got {prior!r}")
-        if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0:
+        if not is_number(sigma) or not sigma > 0:
             raise InputError(path, f"{where}.sigma_log", f"expected a positive number, got {sigma!r}")
         if not isinstance(source, str) or not _PROVENANCE.match(source.strip()):
             raise InputError(path, f"{where}.source", "the prior and bounds need a provenance: 'source: ...' or 'assumption: <reason>'")
@@ -393,7 +393,7 @@ def _fit_spec(fit: Any, path: Path, rt: Runtime) -> tuple[tuple[FitParam, ...], 
             if not b[0] * (1 - 1e-9) <= v <= b[1] * (1 + 1e-9):
                 raise InputError(path, t, f"value {v:g} is outside the plausible bounds {b} of fit parameter {name!r}")
         starts = e.get("starts", [])
-        if not (isinstance(starts, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+        if not (isinstance(starts, list) and all(is_number(x)
                                                  and b[0] <= x <= b[1] for x in starts)):
             raise InputError(path, f"{where}.starts", f"expected a list of values within the bounds {b}, got {starts!r}")
         out.append(FitParam(name, tuple(targets), float(prior), float(b[0]), float(b[1]), float(sigma), source,

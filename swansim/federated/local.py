@@ -23,7 +23,6 @@ under an app is measured with that app running (`BatchKey.foreground`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from swansim.batchmodel import BatchKey, BatchModel
 from swansim.device import Device, DeviceConfig
@@ -33,18 +32,13 @@ from swansim.errors import InputError
 from swansim.federated.availability import ClientState
 from swansim.federated.population import Client
 from swansim.federated.rounds import LocalOutcome, LocalRequest
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.placement import AUTO
 from swansim.kernel.thermal_gov import ThermalStatus
 from swansim.policy.base import Policy, make_policy, policy_class
 from swansim.policy.view import PhoneState
 from swansim.results import DirLock, add_to_manifest
 from swansim.session.driver import FastForwardDriver
-
-
-@lru_cache(maxsize=1)
-def _catalogue() -> Catalogue:
-    return Catalogue.load()
 
 
 @dataclass
@@ -70,6 +64,14 @@ class PolicyCost:
         self.placement = self.policy_cls.placement or AUTO
         self.batch_model = batch_model or BatchModel()
         self._checkin_policy = make_policy(policy)
+        self._specs: dict[str, DeviceSpec] = {}   # the clients' profiles by name, resolved on first use
+
+    def _spec(self, name: str) -> DeviceSpec:
+        """A client's profile, resolved once per process (this object travels to the workers)."""
+        spec = self._specs.get(name)
+        if spec is None:
+            spec = self._specs[name] = Catalogue.load().device(name)
+        return spec
 
     # -- the fleet's interface ----------------------------------------------------------------
 
@@ -85,7 +87,7 @@ class PolicyCost:
 
     def admit(self, client: Client, state: ClientState) -> bool:
         """Check-in: the policy's admission on the phone's state (its battery at ambient)."""
-        spec = _catalogue().device(client.device)
+        spec = self._spec(client.device)
         return self._checkin_policy.admit(_phone_state(state, spec.ambient_c, ThermalStatus.NONE, 0.0))
 
     def train(self, request: LocalRequest) -> LocalOutcome:
@@ -114,11 +116,11 @@ class PolicyCost:
     # -- the phone ------------------------------------------------------------------------------
 
     def _device(self, client: Client, request: LocalRequest, phone: ClientPhone) -> Device:
-        spec = _catalogue().device(client.device)
         st = request.state
-        dev = Device(DeviceConfig(device=client.device, seed=client.seed, charging=st.charging,
+        dev = Device(self._spec(client.device),
+                     DeviceConfig(seed=client.seed, charging=st.charging,
                                   initial_soc_pct=max(0.0, min(100.0, st.battery_pct)),
-                                  placement=self.placement), spec=spec)
+                                  placement=self.placement))
         if phone.thermal_z is not None:
             net = dev.platform.thermal
             net.state = phone.thermal_z
@@ -164,7 +166,7 @@ def likely_keys(devices, model: str, runtime: str = "pytorch") -> list[BatchKey]
     """The batches a fleet run is sure to ask for: every pinned choice and PyTorch's default
     on each device, screen off (what exploration and the baselines run first), cold (a
     request's first batch) and warm."""
-    cat = _catalogue()
+    cat = Catalogue.load()
     keys = []
     for d in devices:
         soc = cat.device(d).soc
@@ -189,12 +191,12 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     filled with `likely_keys` over a process pool, and saved back after the run."""
 
     from swansim import checks
-    from swansim.federated.run import _check_run, build_population, run_fleet, validate
+    from swansim.federated.run import check_run, build_population, run_validated, validate
     from swansim.pool import check_jobs
 
     validate(config, no_limit=no_limit)
     jobs = check_jobs(jobs)
-    _check_run(jobs, dask_address, out_dir)
+    check_run(jobs, dask_address, out_dir)
     costs = PolicyCosts(BatchModel(max_entries=1 << 16))
     for p in config.policies:
         if policy_class(p, "--policies").needs_oracle:
@@ -208,8 +210,7 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
         population = build_population(config)   # a bad trace fails here, before the prefill
         bm.prefill(likely_keys(sorted(set(population.devices)), config.model), jobs, progress)
         bm.save(memo_path)
-        result = run_fleet(config, costs, out, jobs=jobs, dask_address=dask_address, progress=progress,
-                           no_limit=no_limit, population=population)
+        result = run_validated(config, costs, out, population, jobs, dask_address, progress)
         bm.save(memo_path)   # merged: what every worker simulated on the way
         add_to_manifest(out, [memo_path.name])
     return result, bm

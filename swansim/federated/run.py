@@ -135,7 +135,7 @@ class FleetResult:
 
 
 def _int(value: Any, name: str, lo: int, hi: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    if not checks.is_int(value):
         raise InputError(WHERE, name, f"expected an integer, got {value!r}")
     if value < lo or (hi is not None and value > hi):
         raise InputError(WHERE, name, f"must be {lo}..{hi}, got {value}" if hi is not None
@@ -144,8 +144,7 @@ def _int(value: Any, name: str, lo: int, hi: int | None = None) -> None:
 
 def _float(value: Any, name: str, lo: float, hi: float = math.inf, lo_open: bool = False,
            hi_open: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(value):
+    if not checks.is_number(value):
         raise InputError(WHERE, name, f"expected a finite number, got {value!r}")
     if value < lo or (lo_open and value == lo) or value > hi or (hi_open and value == hi):
         lb, hb = "(" if lo_open else "[", ")" if hi_open or hi == math.inf else "]"
@@ -227,7 +226,7 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: 
             _float(weight, f"devices.{name}", 0.0, lo_open=True)
 
 
-def _check_run(jobs: Any, dask_address: Any, out_dir: Any) -> Path:
+def check_run(jobs: Any, dask_address: Any, out_dir: Any) -> Path:
     _int(jobs, "jobs", 1)
     if dask_address is not None and (not isinstance(dask_address, str) or not dask_address):
         raise InputError(WHERE, "dask_address", f"expected an address or 'local', got {dask_address!r}")
@@ -425,15 +424,21 @@ def build_population(config: FleetConfig) -> Population:
 
 
 def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs: int = 1,
-              dask_address: str | None = None, progress: bool = True, no_limit: bool = False,
-              population: Population | None = None) -> FleetResult:
-    """Run every policy of ``config`` (see the module docstring); returns the tables it wrote.
-    ``population``: the config's, when the caller has built it already (`build_population`)."""
+              dask_address: str | None = None, progress: bool = True, no_limit: bool = False) -> FleetResult:
+    """Run every policy of ``config`` (see the module docstring); returns the tables it wrote."""
     validate(config, no_limit=no_limit)
-    out = _check_run(jobs, dask_address, out_dir)
+    check_run(jobs, dask_address, out_dir)
+    return run_validated(config, cost, out_dir, build_population(config), jobs, dask_address, progress)
+
+
+def run_validated(config: FleetConfig, cost: CostFactory, out_dir: str | Path, population: Population,
+                  jobs: int = 1, dask_address: str | None = None, progress: bool = True) -> FleetResult:
+    """`run_fleet` for a config `validate` accepted, run options `check_run` accepted and the
+    config's population (`build_population`): a caller that needs them first checks and builds
+    each once."""
+    out = Path(out_dir)
     if not callable(cost):
         raise InputError(WHERE, "cost", f"expected a factory (model, policy) -> LocalCost, got {cost!r}")
-    population = population or build_population(config)
     task = fedavg.SyntheticTask(config.alpha, config.beta, config.seed)
     test_set = task.test_set(population.n_samples.astype(np.float64), config.test_samples)
     ctx = WorkContext(population, task, cost, config.model)

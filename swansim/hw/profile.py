@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swansim.checks import did_you_mean, one_of
+from swansim.checks import did_you_mean, is_int, is_number, one_of
 from swansim.errors import InputError
 
 # assumption: idle load-to-use DRAM latency of an LPDDR4X phone SoC, ~110 ns (published latency
@@ -32,6 +32,8 @@ CACHE_LINE_BYTES = 64
 
 PROFILE_DIR = Path(os.environ.get("SWANSIM_PROFILES", Path(__file__).resolve().parents[2] / "device_profiles"))
 AMBIENT = "ambient"
+# The phone a command or API call runs when none is named: the Swan paper's Fig. 2 phone.
+DEFAULT_DEVICE = "pixel3"
 TRIP_TYPES = ("active", "passive", "hot", "critical")
 DEVICE_KINDS = ("phone", "tablet", "board")
 # The thermal governors a device tree may name (kernel.thermal_gov.THERMAL_GOVERNORS registers
@@ -427,7 +429,7 @@ class _Table:
                 raise self.missing(key, "field")
             return None
         v = self.data[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not is_number(v):
             raise self.err(key, f"expected a number, got {v!r}")
         if v < lo:
             raise self.err(key, f"{v} is below {lo} {unit}" + (" (negative)" if v < 0 else "")
@@ -448,7 +450,7 @@ class _Table:
         if not isinstance(v, list) or not v:
             raise self.err(key, f"expected a non-empty list of numbers ({unit})")
         for i, x in enumerate(v):
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            if not is_number(x):
                 raise self.err(f"{key}[{i}]", f"expected a number, got {x!r}")
             if not lo <= x <= hi:
                 raise self.err(f"{key}[{i}]", f"{x} is outside {lo}..{hi} {unit}"
@@ -468,7 +470,7 @@ class _Table:
                 raise self.missing(key, "field")
             return None
         v = self.data[key]
-        if isinstance(v, bool) or not isinstance(v, int):
+        if not is_int(v):
             raise self.err(key, f"expected a whole number, got {v!r}")
         if not lo <= v <= hi:
             raise self.err(key, f"{v} is outside {lo}..{hi}")
@@ -486,7 +488,7 @@ class _Table:
 
     def ints(self, key: str, lo: int = 0, hi: int = 63) -> tuple[int, ...]:
         v = self._get(key, _REQUIRED)
-        if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        if not isinstance(v, list) or not v or not all(is_int(x) for x in v):
             raise self.err(key, f"expected a non-empty list of integers, got {v!r}")
         if len(set(v)) != len(v) or any(not lo <= x <= hi for x in v):
             raise self.err(key, f"cpu ids must be distinct integers in {lo}..{hi}, got {v!r}")
@@ -607,7 +609,7 @@ def _rc(t: _Table) -> RCNetwork:
         if not (isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and isinstance(e[1], str)):
             raise t.err(f"edges_k_per_w[{i}]", f"expected [node, node, K/W], got {e!r}")
         r = e[2]
-        if isinstance(r, bool) or not isinstance(r, (int, float)) or not (0 < r < 1e4):
+        if not is_number(r) or not (0 < r < 1e4):
             raise t.err(f"edges_k_per_w[{i}]", f"resistance must be a positive number of K/W, got {r!r}")
         t._need_source(f"edges_k_per_w.{e[0]}-{e[1]}")
         edges.append((e[0], e[1], float(r)))
@@ -616,7 +618,7 @@ def _rc(t: _Table) -> RCNetwork:
 
 
 def _positive(t: _Table, key: str, v: Any, unit: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+    if not is_number(v) or v <= 0:
         raise t.err(key, f"expected a positive number of {unit}, got {v!r}")
     return float(v)
 

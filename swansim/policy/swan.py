@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Mapping, Sequence
 
+from swansim.checks import is_number
 from swansim.dnn.choices import Choice, Plan
 from swansim.errors import InputError
 from swansim.policy.base import Policy, register
@@ -67,7 +68,7 @@ class SwanParams:
                 if not isinstance(v, bool):
                     raise InputError("policy", f.name, f"expected true or false, got {v!r}")
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+            if not is_number(v) or v != v or v in (float("inf"), float("-inf")):
                 raise InputError("policy", f.name, f"expected a finite number, got {v!r}")
         if self.slowdown_factor < 1.0:
             raise InputError("policy", "slowdown_factor", f"must be at least 1, got {self.slowdown_factor}")

@@ -26,7 +26,7 @@ import pandas as pd
 from swansim import checks
 
 from swansim.errors import InputError
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import DEFAULT_DEVICE, Catalogue
 from swansim.options import option, takes
 from swansim.policy.base import DECLINE_REASONS, policy_class, policy_names
 from swansim.pool import check_jobs, run_all
@@ -54,7 +54,7 @@ class CompareConfig:
     """Devices x models x policies x swept profile figures; the `swansim compare` options and
     `swansim.compare`'s keywords are these fields."""
 
-    devices: tuple[str, ...] = option(("pixel3",), help="phone, board or SoC profiles")
+    devices: tuple[str, ...] = option((DEFAULT_DEVICE,), help="phone, board or SoC profiles")
     models: tuple[str, ...] = option(("resnet34",), help="Swan tasks or zoo models")
     policies: tuple[str, ...] = option(("swan", "pytorch-default"), help="policies", known=policy_names)
     trace: str | None = option(None, exclusive="owner", help="a trace set directory (default: an idle phone)")
@@ -161,7 +161,7 @@ def compare_frame(cfg: CompareConfig, out: Path | str | None = None, jobs: int |
 
 
 @takes(CompareConfig)
-def compare(devices=("pixel3",), models=("resnet34",), policies=("swan", "pytorch-default"), trace=None,
+def compare(devices=(DEFAULT_DEVICE,), models=("resnet34",), policies=("swan", "pytorch-default"), trace=None,
             synthetic=False, duration_s=120.0, sets=None, jobs=None, out=None, progress=True,
             **kwargs) -> pd.DataFrame:
     """Devices x models x policies (x swept profile figures), one row per run: latency, energy,

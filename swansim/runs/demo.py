@@ -26,7 +26,8 @@ from swansim.device import DeviceConfig
 from swansim.dnn.calibrate import FIG2_CSV
 from swansim.dnn.tasks import FIG2_TASKS
 from swansim.federated.run import FleetConfig
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import DEFAULT_DEVICE, Catalogue, DeviceSpec
+from swansim.options import option
 from swansim.results import write_csv, write_manifest
 from swansim.runs.landscape import landscape_frame
 from swansim.pool import check_jobs, run_all
@@ -36,35 +37,39 @@ from swansim.runs.thermal import LOADS, check_minutes, run_one, sensor_for
 
 @dataclass(frozen=True)
 class DemoConfig:
-    device: str = "pixel3"
-    seed: int = 0
-    thermal_minutes: float = 5.0
-    policy_s: float = 600.0          # simulated seconds of each policy on the phone
-    policy_request_batches: int = 3  # batches per training request (one exploration each)
-    fleet_clients: int = 480
-    fleet_per_round: int = 20
-    fleet_rounds: int = 40
+    """The quick reproduction's chapters and their sizes; the `swansim demo` options."""
 
-    def check(self, cat: Catalogue) -> None:
-        cat.device(self.device, "--device")
+    device: str = option(DEFAULT_DEVICE, help="phone profile")
+    seed: int = option(0, help="seed of every chapter")
+    thermal_minutes: float = option(5.0, help="simulated minutes of sustained load per cluster")
+    policy_s: float = option(600.0, help="simulated seconds of each policy on the phone")
+    policy_request_batches: int = option(3, help="batches per training request (one exploration each)")
+    fleet_clients: int = option(480, help="clients of the small fleet")
+    fleet_per_round: int = option(20, help="participants per round in the small fleet")
+    fleet_rounds: int = option(40, help="FedAvg rounds per policy in the small fleet")
+
+    def check(self, cat: Catalogue) -> DeviceSpec:
+        """Every field, before any work; returns the device's profile."""
+        spec = cat.device(self.device, "--device")
         checks.seed(self.seed)
         check_minutes(self.thermal_minutes, "--thermal-minutes")
         checks.number(self.policy_s, "--policy-s", 10.0, 3600.0, "of seconds")
         checks.integer(self.fleet_clients, "config", 24, 100_000)
         checks.integer(self.fleet_rounds, "--fleet-rounds", 1, 10_000)
+        return spec
 
 
 UX_BACKGROUNDS = (("none", None), ("resnet34 pytorch-default", TrainingBackground("resnet34")),
                   ("resnet34 little1", TrainingBackground("resnet34", "little1")))
 
 
-def _ux(cfg: DemoConfig, bg) -> float:
-    score, _ = work_score(DeviceConfig(device=cfg.device, seed=cfg.seed), bg, seed=cfg.seed, reference=None)
+def _ux(spec: DeviceSpec, cfg: DemoConfig, bg) -> float:
+    score, _ = work_score(spec, DeviceConfig(seed=cfg.seed), bg, seed=cfg.seed, reference=None)
     return score
 
 
-def _thermal(cfg: DemoConfig, load: str):
-    return run_one(cfg.device, load, cfg.thermal_minutes * 60.0, seed=cfg.seed)
+def _thermal(spec: DeviceSpec, cfg: DemoConfig, load: str):
+    return run_one(spec, load, cfg.thermal_minutes * 60.0, seed=cfg.seed)
 
 
 def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress: bool = True) -> dict[str, pd.DataFrame]:
@@ -72,8 +77,7 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
     from swansim import plots as P
 
     started = time.perf_counter()
-    cat = Catalogue.load()
-    cfg.check(cat)
+    spec = cfg.check(Catalogue.load())
     jobs = check_jobs(jobs)
     out = checks.out_dir(out)
     files = []
@@ -87,9 +91,8 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
                      f"{cfg.device}: training, batch 16, pytorch runtime")
     files.append("landscapes.png")
 
-    spec = cat.device(cfg.device)
     thermal_rows = []
-    for load, (df, summary) in zip(LOADS, run_all(_thermal, [(cfg, load) for load in LOADS], jobs,
+    for load, (df, summary) in zip(LOADS, run_all(_thermal, [(spec, cfg, load) for load in LOADS], jobs,
                                                    desc="thermal runs", progress=progress)):
         write_csv(df, out / f"thermal-{load}.csv")
         P.thermal_run(df, out / f"thermal-{load}.png", f"{cfg.device}: sustained dense FP32 on the {load} cores",
@@ -100,7 +103,7 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
     write_csv(thermal, out / "thermal-summary.csv")
     files.append("thermal-summary.csv")
 
-    scores = run_all(_ux, [(cfg, bg) for _, bg in UX_BACKGROUNDS], jobs, desc="Work-like runs", progress=progress)
+    scores = run_all(_ux, [(spec, cfg, bg) for _, bg in UX_BACKGROUNDS], jobs, desc="Work-like runs", progress=progress)
     ux = pd.DataFrame({"background": [label for label, _ in UX_BACKGROUNDS], "score": scores})
     ux["drop_pct"] = 100.0 * (1.0 - ux["score"] / ux["score"].iloc[0])
     write_csv(ux, out / "ux.csv")

@@ -33,8 +33,9 @@ from swansim.dnn.models import MODELS
 from swansim.dnn.runtime import RUNTIME_DIR, load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.errors import InputError
-from swansim.hw.profile import ANDROID_GROUPS, TOP_APP, Catalogue
+from swansim.hw.profile import ANDROID_GROUPS, DEFAULT_DEVICE, TOP_APP, Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import GOVERNORS
+from swansim.options import option
 from swansim.results import write_csv, write_manifest
 from swansim.pool import check_jobs, run_all
 
@@ -67,22 +68,24 @@ class LandscapeConfig:
     """One landscape: a model's every execution choice on a device. None: the Swan task's
     value (`swansim.dnn.tasks`), else torchvision's."""
 
-    device: str = "pixel3"
-    model: str = "resnet34"
-    runtime: str = "pytorch"
-    mode: str = "train"
-    batch: int | None = None
-    classes: int | None = None
-    input_shape: str | None = None    # "CxHxW"
-    batches: int = 2                  # measured batches per choice
-    warmup: int = 1                   # warm-up batches per choice
-    mixed: bool = True                # include mixed big+little choices
-    governor: str = "schedutil"       # every cluster's cpufreq governor
-    group: str = TOP_APP              # the training process's Android group
+    device: str = option(DEFAULT_DEVICE, help="phone, board or SoC profile")
+    model: str = option("resnet34", help="a zoo model", known=lambda: tuple(MODELS))
+    runtime: str = option("pytorch", help="runtime profile (swansim/dnn/runtimes: pytorch, ncnn)")
+    mode: str = option("train", help="train or infer")
+    batch: int | None = option(None, help="mini-batch size (default: 16 to train, 1 to infer)")
+    classes: int | None = option(None, help="classes (default: the Swan task's, else 1000)")
+    input_shape: str | None = option(None, flag="--input", help="CxHxW (default: the Swan task's, else 3x224x224)")
+    batches: int = option(2, help="measured batches per choice")
+    warmup: int = option(1, help="warm-up batches per choice")
+    mixed: bool = option(True, flag="--no-mixed", help="include the mixed big+little choices (--no-mixed: leave them out)")
+    governor: str = option("schedutil", help="every cluster's cpufreq governor", known=lambda: tuple(GOVERNORS))
+    group: str = option(TOP_APP, help="the training process's Android group", known=lambda: ANDROID_GROUPS)
 
-    def check(self, cat: Catalogue) -> tuple:
-        """Every field, before any work; returns the graph's key (model, batch, shape, classes, mode)."""
-        soc = cat.device(self.device, "--device").soc
+    def check(self, cat: Catalogue) -> tuple[DeviceSpec, tuple]:
+        """Every field, before any work; returns the device's profile and the graph's key
+        (model, batch, shape, classes, mode)."""
+        spec = cat.device(self.device, "--device")
+        soc = spec.soc
         checks.one_of(self.model, "--model", sorted(MODELS), "model")
         checks.one_of(self.runtime, "--runtime", sorted(p.stem for p in RUNTIME_DIR.glob("*.toml")), "runtime")
         load_runtime(self.runtime)
@@ -103,7 +106,7 @@ class LandscapeConfig:
             raise InputError("--batch", f"{graph.batch} x {'x'.join(map(str, graph.input_shape))}",
                              f"one batch of {flops / 1e9:.3g} GFLOP takes at least {peak_s:.0f} s on one little "
                              f"core, above the bound of {MAX_LITTLE_PEAK_S:.0f} s (use a smaller --batch or --input)")
-        return key
+        return spec, key
 
 
 @lru_cache(maxsize=8)
@@ -113,17 +116,18 @@ def _graph(model: str, batch, input_shape, classes, mode: str):
 
 def describe(cfg: LandscapeConfig) -> str:
     """What a landscape is for, in one line: device, model, input, classes, batch, runtime, mode."""
-    graph = _graph(*cfg.check(Catalogue.load()))
+    _, key = cfg.check(Catalogue.load())
+    graph = _graph(*key)
     shape = "x".join(map(str, graph.input_shape))
     return (f"landscape: {cfg.device}, {cfg.model} ({shape} input, {graph.num_classes} classes), batch "
             f"{graph.batch}, {cfg.runtime} {'training' if cfg.mode == 'train' else 'inference'}, "
             f"{cfg.governor}, Android group {cfg.group}; latency and energy per batch, power above idle")
 
 
-def _row(key: BatchKey) -> dict:
-    """One landscape row (a pool worker)."""
-    cost = simulate_batch(key, record_layers=False)
-    soc = Catalogue.load().device(key.device).soc
+def _row(key: BatchKey, spec: DeviceSpec) -> dict:
+    """One landscape row (a pool worker): ``key``'s batch on ``spec``, its profile."""
+    cost = simulate_batch(key, spec=spec, record_layers=False)
+    soc = spec.soc
     c = key.plan
     names = [cl.name for cl in soc.clusters if set(cl.cpus) & set(c.cpus)]
     return {"choice": c.label, "kind": c.kind, "cores": len(c.cpus), "threads": c.threads,
@@ -131,10 +135,10 @@ def _row(key: BatchKey) -> dict:
             "power_w": cost.net_energy_j / cost.latency_s}
 
 
-def landscape_frame(device: str = "pixel3", model: str = "resnet34", runtime: str = "pytorch",
+def landscape_frame(device: str = DEFAULT_DEVICE, model: str = "resnet34", runtime: str = "pytorch",
                     mode: str = "train", batch: int | None = None, classes: int | None = None,
                     input_shape: str | None = None, batches: int = 2, warmup: int = 1,
-                    mixed: bool = True, jobs: int | None = 1, progress: bool = False,
+                    mixed: bool = True, jobs: int | None = 1, progress: bool = True,
                     governor: str = "schedutil", group: str = TOP_APP, **unknown):
     """Every execution choice of ``model`` on ``device`` as a tidy frame: latency, energy and
     power per choice (one row each, cost order, PyTorch's default last). ``runtime`` a runtime
@@ -158,14 +162,14 @@ def run_landscape(cfg: LandscapeConfig, out: Path | str | None = None, jobs: int
     it (``NAME.manifest.json``). Every argument and the output path are checked first."""
     import pandas as pd
 
-    model, batch, shape, classes, mode = cfg.check(Catalogue.load())
+    spec, (model, batch, shape, classes, mode) = cfg.check(Catalogue.load())
     jobs = check_jobs(jobs)
     path = checks.out_file(out) if out is not None else None
-    soc = Catalogue.load().device(cfg.device).soc
+    soc = spec.soc
     choices = enumerate_choices(soc, mixed=cfg.mixed) + [pytorch_default(soc)]
     args = [(BatchKey(cfg.device, model, c, runtime=cfg.runtime, governor=cfg.governor, mode=mode, batch=batch,
                       input_shape=shape, num_classes=classes, batches=cfg.batches, warmup=cfg.warmup,
-                      group=cfg.group),)
+                      group=cfg.group), spec)
             for c in choices]
     rows = run_all(_row, args, jobs, desc=f"landscape {cfg.device} {model}", progress=progress,
                    labels=[c.label for c in choices])

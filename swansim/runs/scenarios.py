@@ -24,7 +24,7 @@ from swansim.dnn.choices import little_one, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
-from swansim.hw.profile import TOP_APP
+from swansim.hw.profile import TOP_APP, Catalogue, DeviceSpec
 from swansim.kernel.placement import AUTO
 
 Background = Callable[[Device], object]
@@ -125,12 +125,12 @@ class WorkRun:
     end_s: float
 
 
-def run_workbench(config: DeviceConfig, background: Background | None = None, warmup_s: float = WARMUP_S,
-                  passes: int = 1, seed: int = 0, table: AppTable | None = None,
+def run_workbench(spec: DeviceSpec, config: DeviceConfig, background: Background | None = None,
+                  warmup_s: float = WARMUP_S, passes: int = 1, seed: int = 0, table: AppTable | None = None,
                   reference: pd.Series | None = None, placement: str = AUTO) -> WorkRun:
-    """The Work-like benchmark on a fresh device, after ``warmup_s`` of background load alone."""
+    """The Work-like benchmark on a fresh ``spec`` phone, after ``warmup_s`` of background load alone."""
     table = table or load_app_table()
-    dev = Device(replace(config, screen_on=True, placement=placement))
+    dev = Device(spec, replace(config, screen_on=True, placement=placement))
     job = background(dev) if background is not None else None
     rec = UxRecorder()
     bench = WorkBench(dev.env, dev.sched, dev.spec, script(table.tasks, seed, passes), table.android, rec,
@@ -146,7 +146,8 @@ def run_workbench(config: DeviceConfig, background: Background | None = None, wa
 
 @lru_cache(maxsize=64)
 def _reference(device: str, passes: int, seed: int, placement: str) -> tuple[tuple[str, float], ...]:
-    run = run_workbench(DeviceConfig(device=device, seed=seed), None, passes=passes, seed=seed, placement=placement)
+    run = run_workbench(Catalogue.load().device(device), DeviceConfig(seed=seed), None, passes=passes, seed=seed,
+                        placement=placement)
     return tuple(task_times(run.tasks).items())
 
 
@@ -155,17 +156,17 @@ def reference_times(device: str = "pixel3", passes: int = 1, seed: int = 0, plac
     return pd.Series(dict(_reference(device, passes, seed, placement)), name="time_s")
 
 
-def work_score(config: DeviceConfig, background: Background | None = None, warmup_s: float = WARMUP_S,
-               passes: int = 1, seed: int = 0, reference: str | None = "pixel3",
+def work_score(spec: DeviceSpec, config: DeviceConfig, background: Background | None = None,
+               warmup_s: float = WARMUP_S, passes: int = 1, seed: int = 0, reference: str | None = "pixel3",
                placement: str = AUTO) -> tuple[float, pd.DataFrame]:
-    """Work-like score of a phone, with an optional background load, and its per-task frame.
+    """Work-like score of a ``spec`` phone, with an optional background load, and its per-task frame.
 
     ``reference``: the device whose unloaded task times score 1000 (default the Pixel 3, so
-    scores compare across phones); None scores against ``config``'s own phone unloaded.
+    scores compare across phones); None scores against ``spec``'s own profile unloaded.
     The per-task frame has the task, its time, the reference time and the task's score.
     """
-    ref = reference_times(reference or config.device, passes, seed, placement)
-    run = run_workbench(config, background, warmup_s, passes, seed, reference=ref, placement=placement)
+    ref = reference_times(reference or spec.name, passes, seed, placement)
+    run = run_workbench(spec, config, background, warmup_s, passes, seed, reference=ref, placement=placement)
     per = task_times(run.tasks).rename("time_s").to_frame()
     per["reference_s"] = ref.reindex(per.index)
     per["task_score"] = 1000.0 * per["reference_s"] / per["time_s"]
@@ -180,20 +181,20 @@ def fig3_drop_pct(device: str, model: str, seed: int = 0, passes: int = 1, place
     from swansim.apps.workbench import score_drop_pct
 
     ref = reference_times("pixel3", passes, seed, placement)
-    cfg = DeviceConfig(device=device, seed=seed)
-    alone = run_workbench(cfg, None, passes=passes, seed=seed, reference=ref, placement=placement).score
-    loaded = run_workbench(cfg, TrainingBackground(model, "pytorch-default", group=group), WARMUP_S, passes, seed,
+    spec, cfg = Catalogue.load().device(device), DeviceConfig(seed=seed)
+    alone = run_workbench(spec, cfg, None, passes=passes, seed=seed, reference=ref, placement=placement).score
+    loaded = run_workbench(spec, cfg, TrainingBackground(model, "pytorch-default", group=group), WARMUP_S, passes, seed,
                            reference=ref, placement=placement).score
     return score_drop_pct(alone, loaded)
 
 
-def app_jank(config: DeviceConfig, category: str, background: Background | None = None,
+def app_jank(spec: DeviceSpec, config: DeviceConfig, category: str, background: Background | None = None,
              duration_s: float = 60.0, warmup_s: float = WARMUP_S, placement: str = AUTO,
              table: AppTable | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One app of ``category`` in the foreground for ``duration_s`` (after ``warmup_s`` of
-    background alone); returns its frames and its jank summary (one row)."""
+    """One app of ``category`` in the foreground of a ``spec`` phone for ``duration_s`` (after
+    ``warmup_s`` of background alone); returns its frames and its jank summary (one row)."""
     table = table or load_app_table()
-    dev = Device(replace(config, screen_on=True, placement=placement))
+    dev = Device(spec, replace(config, screen_on=True, placement=placement))
     job = background(dev) if background is not None else None
     rec = UxRecorder()
     app = table.app(dev.env, dev.sched, dev.spec, category, rec, config.seed)

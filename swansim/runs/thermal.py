@@ -79,10 +79,11 @@ class Sampler(Periodic):
         return pd.DataFrame(self.rows)
 
 
-def run_one(name: str, load: str, duration_s: float, sample_s: float = 1.0, catalogue: Catalogue | None = None,
+def run_one(spec: DeviceSpec, load: str, duration_s: float, sample_s: float = 1.0,
             **config) -> tuple[pd.DataFrame, dict]:
-    """One sustained-load run; returns its timeline and its summary row."""
-    dev = Device(DeviceConfig(device=name, **config), catalogue=catalogue)
+    """One sustained-load run of a ``spec`` phone (``config``: `DeviceConfig` fields); returns
+    its timeline and its summary row."""
+    dev = Device(spec, DeviceConfig(**config))
     cpus = load_cpus(dev.spec, load)
     work = SustainedGemm(dev, cpus, duration_s, CHUNK_FLOPS)
     sampler = Sampler(dev, work, sample_s)
@@ -144,11 +145,11 @@ def _first_time(df: pd.DataFrame, col: str, above: float) -> float | None:
     return float(hot["time_s"].iloc[0]) if len(hot) else None
 
 
-def _one(name: str, load: str, duration_s: float, sample_s: float, config: dict):
+def _one(spec: DeviceSpec, load: str, duration_s: float, sample_s: float, config: dict):
     """A pool worker: one run, its timeline keyed by device and load."""
-    df, summary = run_one(name, load, duration_s, sample_s, **config)
+    df, summary = run_one(spec, load, duration_s, sample_s, **config)
     df.insert(0, "load", load)
-    df.insert(0, "device", name)
+    df.insert(0, "device", spec.name)
     return df, summary
 
 
@@ -175,6 +176,7 @@ def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: floa
     checks.number(sample_s, "--sample-s", MIN_SAMPLE_S, min(MAX_SAMPLE_S, duration_s / 2.0), "of seconds")
     cat = Catalogue.load()
     names = check_devices(devices, cat)
+    specs = {n: cat.device(n, "--devices") for n in names}
     checks.one_of(governor, "--governor", GOVERNORS, "cpufreq governor")
     if thermal_governor is not None:
         checks.one_of(thermal_governor, "--thermal-governor", THERMAL_GOVERNORS, "thermal governor")
@@ -191,7 +193,7 @@ def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: floa
         write_csv(df, path)
         written.append(path.name)
 
-    results = run_all(_one, [(n, load, duration_s, sample_s, config) for n, load in runs], jobs,
+    results = run_all(_one, [(specs[n], load, duration_s, sample_s, config) for n, load in runs], jobs,
                       desc="thermal runs", on_result=keep, progress=progress,
                       labels=[f"{n} {load}" for n, load in runs])
     table = pd.DataFrame([s for _, s in results])
@@ -201,7 +203,7 @@ def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: floa
         from swansim import plots as P
         timelines = {}
         for (name, load), (df, summary) in zip(runs, results):
-            spec = cat.device(name)
+            spec = specs[name]
             P.thermal_run(df, out / f"timeline-{name}-{load}.png",
                           f"{spec.title}: dense FP32 on the {load} cores ({summary['cpus']})",
                           sensor_for(spec, load), engine_thresholds_c(spec))

@@ -30,7 +30,7 @@ from swansim.apps.ux import slowdown
 from swansim.apps.workbench import score_drop_pct
 from swansim.device import DeviceConfig
 from swansim.dnn.tasks import SWAN_TASKS
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.placement import AUTO, PLACEMENTS
 from swansim.results import write_csv, write_manifest
 from swansim.options import option
@@ -87,18 +87,18 @@ def _reference(passes: int, seed: int, placement: str) -> pd.Series:
     return reference_times(REFERENCE_DEVICE, passes, seed, placement)
 
 
-def _bench(cfg: UxConfig, seed: int, device: str, bg: TrainingBackground | None, ref: pd.Series):
+def _bench(cfg: UxConfig, seed: int, spec: DeviceSpec, bg: TrainingBackground | None, ref: pd.Series):
     """A pool worker: one benchmark run; (score, tasks, jank %, simulated s)."""
-    r = run_workbench(DeviceConfig(device=device, seed=seed), bg, cfg.warmup_s, cfg.passes, seed,
+    r = run_workbench(spec, DeviceConfig(seed=seed), bg, cfg.warmup_s, cfg.passes, seed,
                       reference=ref, placement=cfg.placement)
     jank = 100.0 * float(r.frames["janky"].mean()) if len(r.frames) else float("nan")
     return r.score, r.tasks, jank, r.end_s
 
 
-def _light(cfg: UxConfig, device: str, category: str, bg: TrainingBackground | None) -> pd.DataFrame:
+def _light(cfg: UxConfig, spec: DeviceSpec, category: str, bg: TrainingBackground | None) -> pd.DataFrame:
     """A pool worker: one light app's jank summary."""
-    _, summary = app_jank(DeviceConfig(device=device, seed=cfg.seed), category, bg, cfg.light_s,
-                          cfg.warmup_s, cfg.placement)
+    _, summary = app_jank(spec, DeviceConfig(seed=cfg.seed), category, bg, cfg.light_s, cfg.warmup_s,
+                          cfg.placement)
     return summary
 
 
@@ -109,6 +109,7 @@ def run_ux(cfg: UxConfig, out: Path | str, plots: bool = True, jobs: int | None 
     started = time.perf_counter()
     cat = Catalogue.load()
     cfg.check(cat)
+    specs = {d: cat.device(d, "--devices") for d in cfg.devices}
     jobs = check_jobs(jobs)
     out = checks.out_dir(out)
     seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
@@ -123,10 +124,10 @@ def run_ux(cfg: UxConfig, out: Path | str, plots: bool = True, jobs: int | None 
     def save() -> tuple[pd.DataFrame, pd.DataFrame]:
         return save_progress(out, plan, bench, light, janks)
 
-    run_all(_bench, [(cfg, seed, d, bg, refs[seed]) for seed, d, _, _, bg in plan], jobs, desc="benchmark runs",
+    run_all(_bench, [(cfg, seed, specs[d], bg, refs[seed]) for seed, d, _, _, bg in plan], jobs, desc="benchmark runs",
             on_result=lambda i, r: (bench.__setitem__(i, r), save()), progress=progress,
             labels=[f"{d} {m} {p} seed {s}" for s, d, m, p, _ in plan])
-    run_all(_light, [(cfg, d, c, bg) for d, c, _, _, bg in light], jobs, desc="light apps",
+    run_all(_light, [(cfg, specs[d], c, bg) for d, c, _, _, bg in light], jobs, desc="light apps",
             on_result=lambda i, r: (janks.__setitem__(i, r), save()), progress=progress,
             labels=[f"{d} {c} {p}" for d, c, _, p, _ in light])
     scores, jank_table = save()

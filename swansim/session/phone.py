@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -39,7 +38,7 @@ from swansim.dnn.runtime import load_runtime
 from swansim.dnn.models import MODELS
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
-from swansim.hw.profile import Catalogue, DeviceSpec
+from swansim.hw.profile import DEFAULT_DEVICE, Catalogue, DeviceSpec
 from swansim.options import option, takes
 from swansim.policy.base import Policy, make_policy, policy_class, policy_names
 from swansim.session.driver import REQUEST_BATCHES, PolicyDriver
@@ -53,7 +52,7 @@ class RunConfig:
     """Everything a run depends on (the manifest records it); the `swansim run` options and
     `swansim.run`'s keywords are these fields."""
 
-    device: str = option("pixel3", help="phone, board or SoC profile (swansim.profiles())")
+    device: str = option(DEFAULT_DEVICE, help="phone, board or SoC profile (swansim.profiles())")
     model: str = option("resnet34", help="a Swan task (resnet34, shufflenet_v2_x2_0, mobilenet_v2) or a zoo model "
                                          "at torchvision's defaults")
     policy: str = option("swan", help="who decides where training runs", known=policy_names)
@@ -95,7 +94,7 @@ class RunConfig:
                                                 0.0 <= self.bench_at_s < (self.duration_s or math.inf)):
             raise InputError("--bench-at", "bench_at_s", f"must be in 0..duration s, got {self.bench_at_s!r}")
         _positive("--sample-s", "sample_s", self.sample_s, 3600.0)
-        if isinstance(self.request_batches, bool) or not isinstance(self.request_batches, int) or not 1 <= self.request_batches <= 100000:
+        if not checks.is_int(self.request_batches) or not 1 <= self.request_batches <= 100000:
             raise InputError("--request-batches", "request_batches", f"must be an integer in 1..100000, got {self.request_batches!r}")
         if not (isinstance(self.request_gap_s, (int, float)) and 0.0 <= self.request_gap_s <= 86400.0):
             raise InputError("--request-gap", "request_gap_s", f"must be in 0..86400 s, got {self.request_gap_s!r}")
@@ -116,7 +115,7 @@ class RunConfig:
 
 
 def _positive(option: str, name: str, value, hi: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 < value <= hi):
+    if not checks.is_number(value) or not (0.0 < value <= hi):
         raise InputError(option, name, f"must be a number in (0, {hi:g}], got {value!r}")
 
 
@@ -177,11 +176,6 @@ class RunResult:
         return out
 
 
-@lru_cache(maxsize=4)
-def _catalogue() -> Catalogue:
-    return Catalogue.load()
-
-
 class _Phone:
     """A device with the owner (trace sessions, charger, benchmark session) and, unless
     ``policy`` is None, the policy's training job."""
@@ -190,9 +184,9 @@ class _Phone:
         # the phone's own kernel (DeviceConfig's default, as landscape and the batch model boot it)
         # unless the policy needs another placement
         placement = {"placement": policy.placement} if policy is not None and policy.placement else {}
-        self.dev = dev = Device(DeviceConfig(device=cfg.device, seed=cfg.seed, **placement,
-                                             screen_on=cfg.screen_on, initial_soc_pct=usage.battery_pct,
-                                             charging=usage.charging[0][1]), spec=spec)
+        self.dev = dev = Device(spec, DeviceConfig(seed=cfg.seed, **placement, screen_on=cfg.screen_on,
+                                                   initial_soc_pct=usage.battery_pct,
+                                                   charging=usage.charging[0][1]))
         self.rec = UxRecorder()
         self.driver: PolicyDriver | None = None
         self.player: TracePlayer | None = None
@@ -260,7 +254,7 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
     phone and owner without training (the energy and Work-like score references); ``progress``:
     a bar on stderr over simulated time (the run, then its reference run). A probe that only
     reads the clock: the results do not depend on it."""
-    spec = cfg.check(_catalogue())
+    spec = cfg.check(Catalogue.load())
     usage = usage_of(cfg)
     if policy is None:
         kwargs = dict(cfg.policy_args)
@@ -364,7 +358,7 @@ def measure_choice(device: str, model: str, runtime: str, overrides: tuple, labe
     """One choice's batch latency on a fresh idle phone (the batch model; a pool worker)."""
     from swansim.batchmodel import BatchKey, simulate_batch
 
-    spec = apply_overrides(_catalogue().device(device), overrides)
+    spec = apply_overrides(Catalogue.load().device(device), overrides)
     choice = _choices_with_default(spec)[label]
     return simulate_batch(BatchKey(device, model, choice, runtime=runtime), spec=spec, record_layers=False).latency_s
 
@@ -376,7 +370,7 @@ def _choices_with_default(spec: DeviceSpec) -> dict:
 
 def oracle_tasks(device: str, model: str, runtime: str = "pytorch", overrides: tuple = ()) -> list[tuple]:
     """The `measure_choice` arguments of every choice of ``device`` (pool-ready)."""
-    spec = apply_overrides(_catalogue().device(device), overrides)
+    spec = apply_overrides(Catalogue.load().device(device), overrides)
     return [(device, model, runtime, overrides, label) for label in _choices_with_default(spec)]
 
 
@@ -392,7 +386,7 @@ def true_latencies(device: str, model: str, runtime: str = "pytorch", overrides:
 
 
 @takes(RunConfig)
-def run(device: str = "pixel3", model: str = "resnet34", policy: str = "swan", duration_s: float = 300.0,
+def run(device: str = DEFAULT_DEVICE, model: str = "resnet34", policy: str = "swan", duration_s: float = 300.0,
         trace: str | None = None, user: str | None = None, synthetic: bool = False, seed: int = 0,
         start_s: float | None = None, progress: bool = True, **kwargs) -> RunResult:
     """One phone, one model, one policy and its owner for ``duration_s`` simulated seconds: the

@@ -612,7 +612,7 @@ _KILLABLE = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
 from dataclasses import replace
-from test_fleet import make_cost, small_config
+from test_federated import make_cost, small_config
 from swansim.federated.run import run_fleet
 
 def slow(model, policy):

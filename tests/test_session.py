@@ -1,0 +1,101 @@
+"""The per-batch step every driver takes (swansim.session.step), and the two drivers on it."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from swansim.kernel.thermal_gov import ThermalStatus
+from swansim.policy import Policy, PhoneState, make_policy
+from swansim.session.step import PolicyStep, is_quiet, model_info
+
+from conftest import PIXEL3
+
+IDLE = PhoneState(time_s=0.0, battery_pct=80.0, battery_temp_c=30.0, charging=False, screen_on=False,
+                  foreground_app=False, thermal_status=ThermalStatus.NONE)
+
+
+class Recorder(Policy):
+    """Admits while the battery is cool; plans the first choice; keeps every view it saw."""
+
+    def __init__(self):
+        super().__init__()
+        self.views, self.seen = [], []
+
+    def admit(self, state):
+        return state.battery_temp_c < 35.0
+
+    def why_declined(self, state):
+        return "battery_hot"
+
+    def plan(self, view):
+        self.views.append((view, len(view.history)))   # the history is live: its length now
+        return view.uniform(view.choices[0])
+
+    def observe(self, stats):
+        self.seen.append(stats)
+
+
+def test_a_step_counts_batches_in_requests_and_a_decline_ends_the_request():
+    policy = Recorder()
+    step = PolicyStep(policy, PIXEL3.soc, "resnet34", request=4)
+    for b in range(3):
+        assert step.admit(IDLE)
+        plan = step.plan(IDLE, b)
+        stats = step.observe(b, plan, IDLE, float(b), 1.0, 2.0, (), is_quiet(IDLE, False))
+        assert (stats.request, stats.batch_in_request, stats.quiet) == (4, b, True)
+    assert [(v.batch_in_request, n) for v, n in policy.views] == [(0, 0), (1, 1), (2, 2)]
+    assert not step.admit(replace(IDLE, battery_temp_c=40.0))
+    assert step.declines["battery_hot"] == 1 and (step.request, step.in_request) == (5, 0)
+    assert not step.admit(replace(IDLE, battery_temp_c=40.0))     # no request in flight: none dropped
+    assert step.declines["battery_hot"] == 2 and step.request == 5
+    assert policy.seen == step.stats
+
+
+@pytest.mark.parametrize("state, changed, quiet", [
+    (IDLE, False, True), (IDLE, True, False), (replace(IDLE, charging=True), False, False),
+    (replace(IDLE, screen_on=True), False, False), (replace(IDLE, foreground_app=True), False, False),
+])
+def test_the_quiet_rule(state, changed, quiet):
+    assert is_quiet(state, changed) is quiet
+
+
+def test_the_step_knows_the_model_and_the_phone():
+    step = PolicyStep(make_policy("swan"), PIXEL3.soc, "mobilenet_v2")
+    info = model_info("mobilenet_v2")
+    assert step.info is info and info.n_layers == len(info.layer_ops) > 50
+    assert step.default_choice.threads == len(PIXEL3.soc.big_cpus)
+    assert {c.kind for c in step.choices} >= {"little", "big", "mixed"}
+
+
+def test_the_fleet_and_a_full_run_take_the_same_step_for_the_same_batches():
+    """A request of three batches on an idle Pixel 3: the fast-forward driver (memoised batch
+    costs) and its validation path (every batch simulated) show the policy the same views and
+    hand it the same kind of measurements, through the one step."""
+    from swansim.batchmodel import BatchModel
+    from swansim.device import Device
+    from swansim.session.driver import FastForwardDriver
+
+    seen = []
+    for fast in (True, False):
+        policy = Recorder()
+        dev = Device(PIXEL3)
+        done, energy_j = FastForwardDriver(dev, policy, "shufflenet_v2_x2_0", BatchModel(), fast_forward=fast).run(
+            3, _Owner())
+        assert done == 3 and energy_j > 0
+        seen.append([(v.batch, v.request, v.batch_in_request, n) for v, n in policy.views])
+        assert all(s.quiet for s in policy.seen)
+    assert seen[0] == seen[1] == [(0, 0, 0, 0), (1, 0, 1, 1), (2, 0, 2, 2)]
+
+
+class _Owner:
+    """Nobody: a phone idle and discharging at 80%."""
+
+    class _State:
+        battery_pct, charging, screen_on, app = 80.0, False, False, None
+
+    def state_at(self, t_s):
+        return self._State
+
+    def changed(self, t0_s, t1_s):
+        return False
