@@ -12,12 +12,12 @@ from __future__ import annotations
 import sys
 
 from swansim.cli import guarded
-from swansim.runs.thermal import format_summary, run_thermal
+from swansim.runs.thermal import ThermalConfig, format_summary, run_thermal
 
 
 def _cli() -> None:
     minutes = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
-    print(format_summary(run_thermal("results/thermal", minutes=minutes)))
+    print(format_summary(run_thermal(ThermalConfig(minutes=minutes), "results/thermal")))
 
 
 if __name__ == "__main__":

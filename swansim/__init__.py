@@ -7,7 +7,7 @@ The public API for experiment scripts (tidy pandas DataFrames; `run` returns a R
     r = swansim.run("pixel3", "resnet34", "swan", duration_s=120)  # r.batches, r.decisions, ...
     df = swansim.compare(["pixel3"], ["resnet34"], ["swan", "pytorch-default"], duration_s=60)
     res = swansim.fleet("resnet34", clients=240, per_round=20, rounds=20, out="results/fleet")
-    df = swansim.thermal(["pixel3"], minutes=30)              # throttling under sustained load
+    df = swansim.thermal(devices=["pixel3"], minutes=30)            # throttling under sustained load
     drops, janks = swansim.ux(devices=["pixel3"], models=["resnet34"], light_s=0)
     swansim.profiles(), swansim.policies(), swansim.models()  # what the catalogues hold
 

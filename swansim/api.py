@@ -13,6 +13,7 @@ import pandas as pd
 from swansim import checks
 from swansim.federated.run import FleetConfig
 from swansim.options import takes
+from swansim.runs.thermal import ThermalConfig
 from swansim.runs.ux import UxConfig
 
 
@@ -37,26 +38,21 @@ def fleet(model: str = "resnet34", policies=("swan", "pytorch-default"), out: st
     return result
 
 
-def thermal(devices=None, minutes: float = 30.0, out: str | Path = "results/thermal", sample_s: float = 1.0,
-            governor: str = "schedutil", thermal_governor: str | None = None, plots: bool = True,
-            jobs: int | None = None, progress: bool = True, seed: int = 0, **unknown) -> pd.DataFrame:
+@takes(ThermalConfig)
+def thermal(devices=None, out: str | Path = "results/thermal", plots: bool = True, jobs: int | None = None,
+            progress: bool = True, **config) -> pd.DataFrame:
     """Sustained dense FP32 on the big and on the little cores of each phone: DVFS, the kernel
     zone's and the thermal engine's caps, skin and battery temperatures (`swansim.runs.thermal`).
-    Returns the summary (one row per phone and load) and writes timelines and plots under ``out``.
-
-    Keywords: ``devices`` profile names (default every profile but the generic chassis);
-    ``minutes`` simulated per run (30); ``sample_s`` the timeline's period (1 s); ``governor`` the
-    cpufreq governor (schedutil); ``thermal_governor`` (None: the profile's); ``plots``; ``jobs``;
-    ``progress``; ``seed`` (0).
-    """
-    import inspect
-
+    Returns the summary (one row per phone and load) and writes timelines, and plots unless
+    ``plots=False``, under ``out``; ``devices`` a list or a comma-separated string (default:
+    every profile but the generic chassis); ``jobs`` processes; ``progress`` a bar on stderr."""
     from swansim.runs.thermal import run_thermal
 
-    checks.keywords(unknown, [n for n in inspect.signature(thermal).parameters if n != "unknown"], "swansim.thermal")
     if devices is not None:
-        devices = list(checks.listed(devices, "swansim.thermal(devices=...)"))
-    return run_thermal(out, devices, minutes, sample_s, governor, thermal_governor, plots, jobs, progress, seed)
+        devices = checks.listed(devices, "swansim.thermal(devices=...)")
+    cfg = ThermalConfig(devices=devices, **checks.keywords(config, ThermalConfig, "swansim.thermal"))
+    with checks.as_keywords("swansim.thermal", ThermalConfig):
+        return run_thermal(cfg, out, plots, jobs, progress)
 
 
 @takes(UxConfig)
@@ -72,7 +68,8 @@ def ux(out: str | Path = "results/ux", plots: bool = True, jobs: int | None = No
         if key in config:
             config[key] = checks.listed(config[key], f"swansim.ux({key}=...)")
     cfg = replace(UxConfig(), **checks.keywords(config, UxConfig, "swansim.ux"))
-    return run_ux(cfg, out, plots, jobs, progress)
+    with checks.as_keywords("swansim.ux", UxConfig):
+        return run_ux(cfg, out, plots, jobs, progress)
 
 
 def profiles() -> pd.DataFrame:

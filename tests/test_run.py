@@ -331,3 +331,43 @@ def test_fuzz_set_is_a_profile_value_or_one_line(path, value):
         override(spec, path, value)
     except InputError as e:
         assert str(e).startswith(f"--set: {path}") and "\n" not in str(e)
+
+
+@pytest.mark.parametrize("fn, kwargs, where", [
+    ("thermal", {"minutes": -1}, "swansim.thermal(minutes=...)"),
+    ("landscape", {"batch": 0}, "swansim.landscape(batch=...)"),
+    ("landscape", {"input_shape": "3x0"}, "swansim.landscape(input_shape=...)"),
+    ("ux", {"passes": 0}, "swansim.ux(passes=...)"),
+    ("run", {"duration_s": -1}, "swansim.run(duration_s=...)"),
+    ("run", {"bench_at_s": -5}, "swansim.run(bench_at_s=...)"),
+    ("compare", {"devices": "nope"}, "swansim.compare(devices=...)"),
+])
+def test_api_errors_name_the_keyword_not_the_option(fn, kwargs, where):
+    """The configs are checked by the code the CLI uses; from Python the error names the
+    keyword the caller wrote (the field behind the option, `swansim.options`)."""
+    import swansim
+    from swansim.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        getattr(swansim, fn)(progress=False, **kwargs)
+    assert e.value.where == where and "--" not in str(e.value).split(":")[0]
+
+
+def test_help_lists_every_keyword_of_the_config():
+    """`help(swansim.fleet)` (and run, compare, ux) shows each config field as a keyword with its
+    default, and a line of documentation for it."""
+    import inspect
+    from dataclasses import fields
+
+    import swansim
+    from swansim.federated.run import FleetConfig
+    from swansim.runs.compare import CompareConfig
+    from swansim.runs.thermal import ThermalConfig
+    from swansim.runs.ux import UxConfig
+    from swansim.session.phone import RunConfig
+
+    for fn, config in ((swansim.fleet, FleetConfig), (swansim.run, RunConfig), (swansim.compare, CompareConfig),
+                       (swansim.ux, UxConfig), (swansim.thermal, ThermalConfig)):
+        params = inspect.signature(fn).parameters
+        for f in fields(config):
+            assert f.name in params and f"    {f.name} (" in fn.__doc__, (fn.__name__, f.name)

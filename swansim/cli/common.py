@@ -78,7 +78,7 @@ def add_options(p: argparse.ArgumentParser, config, skip: tuple[str, ...] = ()) 
                                 default=default, help=help_text)
             continue
         if kind is list:
-            default, kind = ",".join(default), str
+            default, kind = (None if default is None else ",".join(default)), str
         if default not in (None, ""):
             help_text += f" (default: {default})"
         metavar = md["metavar"] or flag_of(f)[2:].upper().replace("-", "_")

@@ -129,7 +129,6 @@ class PolicyCost:
         return dev
 
 
-
 class _TimelineOwner:
     """A client's trace as the fast-forward's `Owner`: its state, and whether the screen, an app
     or the charger came on, over the fleet's clock."""
@@ -191,7 +190,7 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     filled with `likely_keys` over a process pool, and saved back after the run."""
 
     from swansim import checks
-    from swansim.federated.run import check_run, build_population, run_validated, validate
+    from swansim.federated.run import build_population, check_run, run_validated, validate
     from swansim.pool import check_jobs
 
     validate(config, no_limit=no_limit)

@@ -153,7 +153,8 @@ def landscape_frame(device: str = DEFAULT_DEVICE, model: str = "resnet34", runti
                     "swansim.landscape")
     cfg = LandscapeConfig(device, model, runtime, mode, batch, classes, input_shape, batches, warmup, mixed,
                           governor, group)
-    return run_landscape(cfg, None, jobs, progress)
+    with checks.as_keywords("swansim.landscape", LandscapeConfig):
+        return run_landscape(cfg, None, jobs, progress)
 
 
 def run_landscape(cfg: LandscapeConfig, out: Path | str | None = None, jobs: int | None = None,

@@ -14,6 +14,7 @@ blank in the CSV and "never" in the printed table.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +24,7 @@ from swansim.device import Device, DeviceConfig
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import ENGINE, GOVERNORS, KERNEL
 from swansim.kernel.thermal_gov import THERMAL_GOVERNORS
+from swansim.options import option
 from swansim.pool import check_jobs, run_all
 from swansim.results import write_csv, write_manifest
 from swansim.session.probes import Periodic
@@ -166,21 +168,36 @@ def check_devices(names, cat: Catalogue, where: str = "--devices") -> list[str]:
     return list(checks.names(names, where, cat.names, "profile"))
 
 
-def run_thermal(out: Path | str, devices: list[str] | None = None, minutes: float = 30.0, sample_s: float = 1.0,
-                governor: str = "schedutil", thermal_governor: str | None = None, plots: bool = True,
-                jobs: int | None = None, progress: bool = True, seed: int = 0) -> pd.DataFrame:
+@dataclass(frozen=True)
+class ThermalConfig:
+    """Sustained dense FP32 on the big and on the little cores of each phone; the `swansim
+    thermal` options and `swansim.thermal`'s keywords are these fields."""
+
+    devices: tuple[str, ...] | None = option(None, help="profiles (default: every profile but the generic "
+                                                        "chassis)")
+    minutes: float = option(30.0, help="simulated minutes per run")
+    sample_s: float = option(1.0, help="the timeline's sample period (s)")
+    governor: str = option("schedutil", help="cpufreq governor", known=lambda: tuple(GOVERNORS))
+    thermal_governor: str | None = option(None, help="thermal governor (default: the profile's)",
+                                          known=lambda: tuple(THERMAL_GOVERNORS))
+    seed: int = option(0, help="the devices' seed")
+
+
+def run_thermal(cfg: ThermalConfig, out: Path | str, plots: bool = True, jobs: int | None = None,
+                progress: bool = True) -> pd.DataFrame:
     """Every device x load over a process pool; writes timelines, summary and plots under
-    ``out``; returns the summary table. Every argument and ``out`` are checked first."""
+    ``out``; returns the summary table. Every field and ``out`` are checked first."""
     started = time.perf_counter()
-    duration_s = check_minutes(minutes) * 60.0
+    duration_s = check_minutes(cfg.minutes) * 60.0
+    sample_s, governor, thermal_governor = cfg.sample_s, cfg.governor, cfg.thermal_governor
     checks.number(sample_s, "--sample-s", MIN_SAMPLE_S, min(MAX_SAMPLE_S, duration_s / 2.0), "of seconds")
     cat = Catalogue.load()
-    names = check_devices(devices, cat)
+    names = check_devices(cfg.devices, cat)
     specs = {n: cat.device(n, "--devices") for n in names}
     checks.one_of(governor, "--governor", GOVERNORS, "cpufreq governor")
     if thermal_governor is not None:
         checks.one_of(thermal_governor, "--thermal-governor", THERMAL_GOVERNORS, "thermal governor")
-    config = {"governor": governor, "thermal_governor": thermal_governor, "seed": checks.seed(seed)}
+    config = {"governor": governor, "thermal_governor": thermal_governor, "seed": checks.seed(cfg.seed)}
     jobs = check_jobs(jobs)
     out = checks.out_dir(out)
     runs = [(n, load) for n in names for load in LOADS]
