@@ -9,20 +9,18 @@ caller spelled. (A leaf: imports nothing of swansim.)
 """
 from __future__ import annotations
 
-from dataclasses import MISSING, Field, field, fields, is_dataclass
+from dataclasses import Field, field, fields
 
 
-def option(default=MISSING, *, help: str, flag: str | None = None, cli: bool = True,
-           default_factory=MISSING, metavar: str | None = None, exclusive: str | None = None,
+def option(default, *, help: str, flag: str | None = None, cli: bool = True, exclusive: str | None = None,
            known=None):
-    """A config field: ``help`` says what it is (with its unit); ``flag`` is its option where
-    that is not ``--field-name``; ``cli=False`` keeps it out of the command line; fields with
-    the same ``exclusive`` name are mutually exclusive options; ``known()``, if given, lists
-    the valid names (a registry's), shown in the help."""
-    md = {"help": help, "flag": flag, "cli": cli, "metavar": metavar, "exclusive": exclusive, "known": known}
-    if default_factory is not MISSING:
-        return field(default_factory=default_factory, metadata=md)
-    return field(default=default, metadata=md)
+    """A config field (its default immutable: configs are frozen and shared): ``help`` says
+    what it is (with its unit); ``flag`` is its option where that is not ``--field-name``;
+    ``cli=False`` keeps it out of the command line; fields with the same ``exclusive`` name are
+    mutually exclusive options; ``known()``, if given, lists the valid names (a registry's),
+    shown in the help."""
+    return field(default=default, metadata={"help": help, "flag": flag, "cli": cli, "exclusive": exclusive,
+                                            "known": known})
 
 
 def documented(config) -> list[Field]:
@@ -32,10 +30,6 @@ def documented(config) -> list[Field]:
 
 def flag_of(f: Field) -> str:
     return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
-
-
-def default_of(f: Field):
-    return f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
 
 
 def keyword_of(flag: str, *configs) -> str:
@@ -48,9 +42,8 @@ def keyword_of(flag: str, *configs) -> str:
 
 
 def describe(config) -> str:
-    """Every documented field as ``name (default): help`` lines, for docstrings and errors."""
-    assert is_dataclass(config)
-    return "\n".join(f"    {f.name} ({default_of(f)!r}): {f.metadata['help']}" for f in documented(config))
+    """Every documented field as ``name (default): help`` lines, for docstrings."""
+    return "\n".join(f"    {f.name} ({f.default!r}): {f.metadata['help']}" for f in documented(config))
 
 
 def takes(config):
@@ -63,7 +56,7 @@ def takes(config):
         sig = inspect.signature(fn)
         own = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
         taken = {p.name for p in own}
-        extra = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default_of(f))
+        extra = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
                  for f in fields(config) if f.name not in taken]
         fn.__signature__ = sig.replace(parameters=[*own, *extra])
         fn.__doc__ = (fn.__doc__ or "").rstrip() + (

@@ -140,9 +140,15 @@ def test_the_step_the_owners_app_and_the_idle_floor_have_one_home(construct, hom
 
 def test_one_default_device():
     """The default phone is written once per config and the CLI takes it from there."""
-    from swansim.options import default_of
+    from swansim.hw.profile import DEFAULT_DEVICE
     from swansim.runs.compare import CompareConfig
+    from swansim.runs.demo import DemoConfig
+    from swansim.runs.landscape import LandscapeConfig
     from swansim.session.phone import RunConfig
 
-    run_default = default_of(next(f for f in __import__("dataclasses").fields(RunConfig) if f.name == "device"))
-    assert CompareConfig().devices == (run_default,)
+    assert RunConfig().device == LandscapeConfig().device == DemoConfig().device == DEFAULT_DEVICE
+    assert CompareConfig().devices == (DEFAULT_DEVICE,)
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        if rel not in ("__init__.py", "hw/profile.py", "runs/scenarios.py", "runs/ux.py", "runs/calibration.py"):
+            assert 'default="pixel3"' not in path.read_text() and '= "pixel3"' not in path.read_text(), rel

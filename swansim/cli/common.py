@@ -45,15 +45,15 @@ def _kind(hint):
     return base if base in (bool, int, float, str) else str
 
 
-def add_options(p: argparse.ArgumentParser, config, skip: tuple[str, ...] = ()) -> None:
+def add_options(p: argparse.ArgumentParser, config) -> None:
     """One option per documented field of the dataclass ``config`` (`swansim.options`): its
     flag, type, default and help come from the field, so the CLI and the API cannot disagree."""
     import typing
 
-    from swansim.options import default_of, documented, flag_of
+    from swansim.options import documented, flag_of
 
     hints = typing.get_type_hints(config)
-    shown = [f for f in documented(config) if f.metadata["cli"] and f.name not in skip]
+    shown = [f for f in documented(config) if f.metadata["cli"]]
     # argparse prints a mutually exclusive group only when its options are adjacent
     first = {}
     for i, f in enumerate(shown):
@@ -67,7 +67,7 @@ def add_options(p: argparse.ArgumentParser, config, skip: tuple[str, ...] = ()) 
             if md["exclusive"] not in groups:
                 groups[md["exclusive"]] = p.add_mutually_exclusive_group()
             target = groups[md["exclusive"]]
-        default, kind = default_of(f), _kind(hints[f.name])
+        default, kind = f.default, _kind(hints[f.name])
         help_text = md["help"].replace("%", "%%")
         if kind is list:
             help_text += ", comma-separated"
@@ -81,7 +81,7 @@ def add_options(p: argparse.ArgumentParser, config, skip: tuple[str, ...] = ()) 
             default, kind = (None if default is None else ",".join(default)), str
         if default not in (None, ""):
             help_text += f" (default: {default})"
-        metavar = md["metavar"] or flag_of(f)[2:].upper().replace("-", "_")
+        metavar = flag_of(f)[2:].upper().replace("-", "_")
         target.add_argument(flag_of(f), dest=f.name, type=kind, default=default, metavar=metavar, help=help_text)
 
 
