@@ -25,7 +25,7 @@ import numpy as np
 
 from swansim.federated import fedavg
 from swansim.federated.local import run_policy_fleet
-from swansim.federated.run import FleetConfig, build_population
+from swansim.federated.fleet import FleetConfig, build_population
 
 
 def cpu_s() -> float:

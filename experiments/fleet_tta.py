@@ -26,7 +26,7 @@ from swansim import checks, plots
 from swansim.cli import guarded
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.federated.local import memo_report, run_policy_fleet
-from swansim.federated.run import FleetConfig
+from swansim.federated.fleet import FleetConfig
 
 
 def main(argv=None) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from swansim import checks
-from swansim.federated.run import FleetConfig
+from swansim.federated.fleet import FleetConfig
 from swansim.options import takes
 from swansim.runs.thermal import ThermalConfig
 from swansim.runs.ux import UxConfig

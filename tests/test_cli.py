@@ -465,7 +465,7 @@ def small_demo(monkeypatch):
 
     def tiny_fleet(cfg, out, jobs, progress):
         from swansim.federated.local import run_policy_fleet
-        from swansim.federated.run import FleetConfig
+        from swansim.federated.fleet import FleetConfig
 
         small = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=48, per_round=4,
                             rounds=2, seed=cfg.seed, devices=(("pixel3", 1.0),), trace_days=2)
@@ -575,7 +575,7 @@ def test_fuzz_api_fleet_keywords_are_one_line_errors_or_accepted(data, tmp_path_
 
     import swansim
     from swansim.errors import InputError
-    from swansim.federated.run import FleetConfig
+    from swansim.federated.fleet import FleetConfig
 
     name = data.draw(st.sampled_from([f.name for f in fields(FleetConfig)]))
     value = data.draw(_JUNK)

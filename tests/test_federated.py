@@ -28,7 +28,7 @@ from swansim.federated.population import SIZE_MIN, Population, default_devices
 from swansim.federated.network import download_s, upload_s
 from swansim.federated.rounds import (EMPTY_ROUND_S, LocalOutcome, PolicyRun, RoundSettings, SerialExecutor, WorkContext,
                                   _Work, close_round)
-from swansim.federated.run import FleetConfig, run_fleet
+from swansim.federated.fleet import FleetConfig, run_fleet
 from swansim.hw.profile import Catalogue
 
 HOUR = 3600.0
@@ -556,7 +556,7 @@ def _files(d: Path) -> dict[str, bytes]:
 
 
 def test_the_coordinator_pools_reports_per_phone_model_from_the_next_round(tmp_path):
-    from swansim.federated.run import _checkpoint_path, build_population
+    from swansim.federated.fleet import _checkpoint_path, build_population
 
     cfg = small_config(policies=("sharing",), rounds=3)
     run_fleet(cfg, make_cost, tmp_path / "on", progress=False)
@@ -613,7 +613,7 @@ import sys, time
 sys.path.insert(0, sys.argv[2])
 from dataclasses import replace
 from test_federated import make_cost, small_config
-from swansim.federated.run import run_fleet
+from swansim.federated.fleet import run_fleet
 
 def slow(model, policy):
     cost = make_cost(model, policy)

@@ -10,7 +10,7 @@ import pickle
 import pytest
 
 from swansim.federated.local import PolicyCosts, likely_keys
-from swansim.federated.run import FleetConfig, build_population, run_fleet
+from swansim.federated.fleet import FleetConfig, build_population, run_fleet
 from swansim.batchmodel import BatchModel
 
 CFG = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=48, per_round=4, rounds=2,

@@ -360,7 +360,7 @@ def test_help_lists_every_keyword_of_the_config():
     from dataclasses import fields
 
     import swansim
-    from swansim.federated.run import FleetConfig
+    from swansim.federated.fleet import FleetConfig
     from swansim.runs.compare import CompareConfig
     from swansim.runs.thermal import ThermalConfig
     from swansim.runs.ux import UxConfig

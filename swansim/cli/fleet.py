@@ -9,7 +9,7 @@ from swansim.cli.common import add_jobs, add_options, config_from
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from swansim.federated.run import FleetConfig
+    from swansim.federated.fleet import FleetConfig
 
     p = sub.add_parser("fleet", help="FedAvg over thousands of phones: time-to-accuracy, energy, clients online")
     add_options(p, FleetConfig)
@@ -26,7 +26,7 @@ def run(args) -> int:
     import sys
 
     from swansim.federated.local import memo_report, run_policy_fleet
-    from swansim.federated.run import FleetConfig
+    from swansim.federated.fleet import FleetConfig
 
     cfg = config_from(args, FleetConfig)
     result, bm = run_policy_fleet(cfg, args.out, args.jobs, args.dask, progress=not args.quiet,

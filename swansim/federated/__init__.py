@@ -2,14 +2,14 @@
 
 Local training cost is not computed here: a :data:`~swansim.federated.rounds.CostFactory` hands in
 one :class:`~swansim.federated.rounds.LocalCost` per model and policy. The entry point is
-:func:`~swansim.federated.run.run_fleet`. Names are imported on first use.
+:func:`~swansim.federated.fleet.run_fleet`. Names are imported on first use.
 """
 _API = {
     "ClientState": "swansim.federated.availability", "Timeline": "swansim.federated.availability",
     "Client": "swansim.federated.population", "Population": "swansim.federated.population",
     "CostFactory": "swansim.federated.rounds", "LocalCost": "swansim.federated.rounds",
     "LocalOutcome": "swansim.federated.rounds", "LocalRequest": "swansim.federated.rounds",
-    "FleetConfig": "swansim.federated.run", "FleetResult": "swansim.federated.run", "run_fleet": "swansim.federated.run",
+    "FleetConfig": "swansim.federated.fleet", "FleetResult": "swansim.federated.fleet", "run_fleet": "swansim.federated.fleet",
 }
 
 

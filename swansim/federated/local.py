@@ -185,12 +185,12 @@ def memo_report(result, batch_model: BatchModel) -> str:
 
 def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str | None = None,
                      progress: bool = True, no_limit: bool = False):
-    """`swansim.federated.run.run_fleet` with the policies on the batch model: the memo is loaded
+    """`swansim.federated.fleet.run_fleet` with the policies on the batch model: the memo is loaded
     from ``out_dir/batch-memo.pkl`` (when the code and profiles that computed it are these),
     filled with `likely_keys` over a process pool, and saved back after the run."""
 
     from swansim import checks
-    from swansim.federated.run import build_population, check_run, run_validated, validate
+    from swansim.federated.fleet import build_population, check_run, run_validated, validate
     from swansim.pool import check_jobs
 
     validate(config, no_limit=no_limit)

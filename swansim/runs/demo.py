@@ -25,7 +25,7 @@ from swansim import checks
 from swansim.device import DeviceConfig
 from swansim.dnn.calibrate import FIG2_CSV
 from swansim.dnn.tasks import FIG2_TASKS
-from swansim.federated.run import FleetConfig
+from swansim.federated.fleet import FleetConfig
 from swansim.hw.profile import DEFAULT_DEVICE, Catalogue, DeviceSpec
 from swansim.options import option
 from swansim.results import write_csv, write_manifest

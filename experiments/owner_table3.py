@@ -1,0 +1,87 @@
+"""The owner's Work-like score with training behind it, Swan against PyTorch's default, on the
+paper's five phones and three tasks: the setting of the Swan paper's Table 3 (the benchmark in
+the foreground, training in the background).
+
+Per phone, task and policy (`swansim.compare`, no trace): the policy trains on an idle phone
+first (Swan long enough to explore every choice of its space, in requests of 3 batches; the
+default a few seconds), then, as that left it, keeps training while the owner runs the
+Work-like benchmark (after 30 s of training with the screen on); the drop is against the same
+phone running the benchmark alone (positive: the owner loses). Printed: every cell, each
+phone's mean over the tasks, and Swan's drop as a share of the default's.
+
+    .venv/bin/python experiments/owner_table3.py [--jobs N] [--devices a,b] [--models a,b]
+                                                            # -> results/owner_table3/
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+import swansim
+from swansim import checks
+from swansim.cli import guarded
+from swansim.plots import policy_ux
+from swansim.results import write_csv, write_manifest
+
+PAPER_PHONES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
+MODELS = ("resnet34", "shufflenet_v2_x2_0", "mobilenet_v2")
+POLICIES = ("pytorch-default", "swan")
+# simulated seconds on the idle phone before the benchmark: Swan explores every choice (the
+# slowest phone's exploration, experiments/policy_speedup.py); the default has nothing to learn
+EXPLORE_S = {"resnet34": 75.0, "shufflenet_v2_x2_0": 520.0, "mobilenet_v2": 620.0}
+STATIC_S = 5.0
+OUT = Path("results/owner_table3")
+
+
+def run(devices=PAPER_PHONES, models=MODELS, jobs: int | None = None) -> pd.DataFrame:
+    """One row per phone, task and policy (compare's columns); kept on disk as each task ends."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    frames = []
+    for model in models:
+        frames.append(swansim.compare(devices, [model], ["swan"], duration_s=EXPLORE_S[model], jobs=jobs,
+                                      request_batches=3))
+        frames.append(swansim.compare(devices, [model], ["pytorch-default"], duration_s=STATIC_S, jobs=jobs))
+        write_csv(pd.concat(frames, ignore_index=True), OUT / "runs.csv")
+    return pd.concat(frames, ignore_index=True)
+
+
+def table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Drops side by side per phone and task, with Swan's share of the default's."""
+    t = runs.pivot_table(index=["device", "model"], columns="policy", values="ux_score_drop_pct", sort=False)
+    t = t[list(POLICIES)].reset_index()
+    t["swan_share_of_default"] = t["swan"] / t["pytorch-default"]
+    return t
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--devices", default=",".join(PAPER_PHONES))
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--jobs", type=int, default=None)
+    args = ap.parse_args(argv)
+    devices = checks.listed(args.devices, "--devices")
+    models = checks.names(checks.listed(args.models, "--models"), "--models", MODELS, "Swan task")
+    t = table(run(devices, models, args.jobs))
+    write_csv(t, OUT / "table3.csv")
+    policy_ux(t.melt(id_vars=["device", "model"], value_vars=list(POLICIES), var_name="policy",
+                     value_name="ux_score_drop_pct"), OUT / "table3.png")
+    per_phone = t.groupby("device", sort=False)[list(POLICIES)].mean()
+    per_phone["swan_share_of_default"] = per_phone["swan"] / per_phone["pytorch-default"]
+    write_manifest(OUT, {"devices": list(devices), "models": list(models), "explore_s": EXPLORE_S,
+                         "static_s": STATIC_S}, seed=0, files=["runs.csv", "table3.csv", "table3.png"])
+    fmt = {"float_format": lambda x: f"{x:.3g}"}
+    print("Work-like score drop (%) with training in the background (positive: the owner loses)")
+    print(t.to_string(index=False, **fmt))
+    print("\nper phone, mean over the tasks")
+    print(per_phone.to_string(**fmt))
+    print(f"\nSwan's drop / the default's, mean over the cells: {t['swan_share_of_default'].mean():.3g}; "
+          f"cells where Swan's drop is below the default's: {(t['swan'] < t['pytorch-default']).sum()} "
+          f"of {len(t)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main, "owner_table3.py"))
