@@ -152,3 +152,12 @@ def test_one_default_device():
         rel = path.relative_to(SRC).as_posix()
         if rel not in ("__init__.py", "hw/profile.py", "runs/scenarios.py", "runs/ux.py", "runs/calibration.py"):
             assert 'default="pixel3"' not in path.read_text() and '= "pixel3"' not in path.read_text(), rel
+
+
+def test_one_reader_of_sourced_toml():
+    """Profiles, runtime profiles and the app models are read by `hw.sourced` alone: one rule for
+    sources, one way to name a file and a field in an error."""
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        if rel != "hw/sourced.py":
+            assert "tomllib" not in path.read_text(), f"{rel} reads TOML itself"

@@ -313,7 +313,7 @@ def _numeric_paths(node, prefix=""):
 
 
 def _set_paths():
-    from swansim.hw.profile import read_toml
+    from swansim.hw.sourced import read_toml
     spec = Catalogue.load().device("pixel3")
     return sorted(_numeric_paths(read_toml(spec.path))) + sorted(
         "soc." + p for p in _numeric_paths(read_toml(spec.soc.path)))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Sequence
@@ -38,9 +37,9 @@ import simpy
 
 from swansim.apps.traces import CATEGORIES, Session
 from swansim.apps.ux import UxRecorder
-from swansim.checks import is_number
 from swansim.errors import InputError
 from swansim.hw.profile import TOP_APP, DeviceSpec
+from swansim.hw.sourced import SourcedTable, read_toml
 from swansim.kernel.sched import L3Use, Scheduler, Thread
 
 APP_TABLE_PATH = Path(__file__).resolve().with_name("appmodels.toml")
@@ -169,42 +168,20 @@ _BOUNDS = {
 
 def _read(table: dict, path: Path, prefix: str, cls: type, skip: tuple[str, ...] = ("name",)) -> dict:
     """The fields of ``cls`` from ``table``: each present, in bounds and with a source."""
-    sources = table.get("sources", {})
+    t = SourcedTable(table, path, prefix)
     out = {}
     for f in fields(cls):
-        if f.name in skip:
-            continue
-        where = f"{prefix}.{f.name}"
-        if f.name not in table:
-            raise InputError(path, where, "missing required field")
-        v = table[f.name]
-        lo, hi, integer = _BOUNDS[f.name]
-        if not is_number(v):
-            raise InputError(path, where, f"expected a number, got {v!r}")
-        if integer and v != int(v):
-            raise InputError(path, where, f"expected an integer, got {v!r}")
-        if not lo <= v <= hi:
-            raise InputError(path, where, f"{v} is outside {lo}..{hi}")
-        src = sources.get(f.name)
-        if not isinstance(src, str) or not src.strip():
-            raise InputError(path, f"{prefix}.sources.{f.name}",
-                             "every figure needs a source or 'assumption: <reason>'")
-        out[f.name] = int(v) if integer else float(v)
-    unknown = set(table) - {f.name for f in fields(cls)} - {"sources"}
-    if unknown:
-        raise InputError(path, f"{prefix}.{sorted(unknown)[0]}", "unknown field")
+        if f.name not in skip:
+            lo, hi, integer = _BOUNDS[f.name]
+            out[f.name] = t.int(f.name, lo, hi) if integer else t.num(f.name, lo, hi)
+    t.done()
     return out
 
 
 def load_app_table(path: str | Path = APP_TABLE_PATH) -> AppTable:
     """Read and validate the app-model table (categories, Android nice values, benchmark tasks)."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, "path", "file not found") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(path, "toml", str(e)) from None
+    data = read_toml(path)
     for key in ("android", "memory", "categories", "workbench"):
         if not isinstance(data.get(key), dict):
             raise InputError(path, key, "missing required table")

@@ -41,13 +41,13 @@ Fields (all per runtime; ``<fam>`` is a core family, ``<op>`` an op class):
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from swansim.checks import is_number
 from swansim.errors import InputError
+from swansim.hw.sourced import SourcedTable, read_toml
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtimes"
 OP_CLASSES = ("conv", "depthwise", "pointwise", "linear", "pool", "batchnorm", "activation",
@@ -57,6 +57,7 @@ SPLITS = ("batch", "channels", "elements", "serial")
 FAMILY_FIELDS = ("wake_latency_s", "line_latency_cycles", "line_transfer_cycles",
                  "stream_bytes_per_cycle", "spin_iteration_cycles")
 _PROVENANCE = re.compile(r"^(calibrated|assumption|measured|derived|source)\b")
+_PROVENANCE_RULE = "every number needs a provenance: 'calibrated: <figure>' or 'assumption: <reason>'"
 
 
 @dataclass(frozen=True)
@@ -199,55 +200,6 @@ def with_paths(rt: Runtime, values: dict[str, float]) -> Runtime:
 # ---------------------------------------------------------------------------------------------
 
 
-class _Reader:
-    """Reads fields of one TOML table and names file and field on failure."""
-
-    def __init__(self, data: Any, path: Path, prefix: str, sources: dict | None):
-        if not isinstance(data, dict):
-            raise InputError(path, prefix or "<root>", "expected a table")
-        self.data, self.path, self.prefix = data, path, prefix
-        self.sources = data.get("sources", {}) if sources is None else sources
-        if not isinstance(self.sources, dict):
-            raise InputError(path, self.f("sources"), "expected a table of field = \"provenance\"")
-
-    def f(self, key: str) -> str:
-        return f"{self.prefix}.{key}" if self.prefix else key
-
-    def err(self, key: str, reason: str) -> InputError:
-        return InputError(self.path, self.f(key), reason)
-
-    def get(self, key: str):
-        if key not in self.data:
-            raise self.err(key, "missing required field")
-        return self.data[key]
-
-    def need_source(self, key: str) -> None:
-        src = self.sources.get(key)
-        if not isinstance(src, str) or not _PROVENANCE.match(src.strip()):
-            raise InputError(self.path, self.f(f"sources.{key}"),
-                             "every number needs a provenance: 'calibrated: <figure>' or 'assumption: <reason>'")
-
-    def num(self, key: str, lo: float, hi: float) -> float:
-        v = self.get(key)
-        if not is_number(v):
-            raise self.err(key, f"expected a number, got {v!r}")
-        if not lo <= v <= hi:
-            raise self.err(key, f"{v} is outside {lo}..{hi}")
-        self.need_source(key)
-        return float(v)
-
-    def str(self, key: str, choices: tuple[str, ...] | None = None) -> str:
-        v = self.get(key)
-        if not isinstance(v, str) or not v:
-            raise self.err(key, f"expected a non-empty string, got {v!r}")
-        if choices and v not in choices:
-            raise self.err(key, f"{v!r} is not one of {', '.join(choices)}")
-        return v
-
-    def sub(self, key: str) -> "_Reader":
-        return _Reader(self.get(key), self.path, self.f(key), None)
-
-
 def load_runtime(name_or_path: str | Path) -> Runtime:
     """Load a runtime profile by name ("pytorch", "ncnn") or path, validating every field."""
     path = Path(name_or_path)
@@ -256,14 +208,8 @@ def load_runtime(name_or_path: str | Path) -> Runtime:
         if not path.exists():
             known = ", ".join(sorted(p.stem for p in RUNTIME_DIR.glob("*.toml")))
             raise InputError("runtime", "name", f"unknown runtime {str(name_or_path)!r} (known: {known})")
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except FileNotFoundError:
-        raise InputError(path, "<file>", "no such file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(path, "<syntax>", f"not valid TOML: {e}") from None
-    r = _Reader(data, path, "", None)
+    data = read_toml(path)
+    r = SourcedTable(data, path, "", provenance=_PROVENANCE, rule=_PROVENANCE_RULE)
     fam_t = r.sub("families")
     families = {}
     for fam, frags in fam_t.data.items():
@@ -294,13 +240,13 @@ def load_runtime(name_or_path: str | Path) -> Runtime:
                 continue
             if phase not in PHASES:
                 raise split_t.err(phase, f"unknown phase; expected one of {', '.join(PHASES)}")
-            split[phase] = split_t.str(phase, SPLITS)
+            split[phase] = split_t.str(phase, choices=SPLITS)
         eff_t = t.sub("efficiency")
         # Winograd, fp16 and other fast kernels beat the fp32 FLOP count of the plain op:
         # efficiency > 1 is allowed.
         eff = {fam: eff_t.num(fam, 1e-4, 8.0) for fam in fam_params}
-        ops[op] = OpParams(peak=t.str("peak", ("gemm", "vector")), efficiency=eff, split=split,
-                           regions=t.str("regions", ("one", "per_group")))
+        ops[op] = OpParams(peak=t.str("peak", choices=("gemm", "vector")), efficiency=eff, split=split,
+                           regions=t.str("regions", choices=("one", "per_group")))
     fork = r.get("fork_instructions")
     if not (isinstance(fork, list) and len(fork) == 2 and all(is_number(x) and x >= 0 for x in fork)):
         raise r.err("fork_instructions", f"expected [base, per extra thread] >= 0, got {fork!r}")
@@ -311,7 +257,7 @@ def load_runtime(name_or_path: str | Path) -> Runtime:
     r.need_source("per_sample_ops")
     rt = Runtime(
         name=r.str("name"), title=r.str("title"), path=path,
-        partition=r.str("partition", ("static", "dynamic")),
+        partition=r.str("partition", choices=("static", "dynamic")),
         grain_elements=r.num("grain_elements", 1, 1e9),
         dispatch_instructions=r.num("dispatch_instructions", 0, 1e8),
         fork_base_instructions=float(fork[0]), fork_per_thread_instructions=float(fork[1]),
@@ -319,7 +265,7 @@ def load_runtime(name_or_path: str | Path) -> Runtime:
         spin_iterations=r.num("spin_iterations", 0, 1e10),
         cross_cluster_factor=r.num("cross_cluster_factor", 1, 100),
         switch_instructions=r.num("switch_instructions", 0, 1e9),
-        grouped_conv=r.str("grouped_conv", ("per_group", "native")),
+        grouped_conv=r.str("grouped_conv", choices=("per_group", "native")),
         grouped_bwd_passes=r.num("grouped_bwd_passes", 0, 64),
         resident_dram_fraction=r.num("resident_dram_fraction", 0, 1),
         per_sample_ops=tuple(pso),
@@ -336,7 +282,7 @@ def with_blas(rt: Runtime, **changes) -> Runtime:
     return replace(rt, blas=replace(rt.blas, **changes))
 
 
-def _blas(r: "_Reader") -> BlasParams:
+def _blas(r: SourcedTable) -> BlasParams:
     """The optional [blas] table (see `BlasParams`)."""
     t = r.sub("blas")
     enabled = t.get("enabled")
@@ -346,7 +292,7 @@ def _blas(r: "_Reader") -> BlasParams:
     if max_threads != int(max_threads):
         raise t.err("max_threads", f"expected a whole number, got {max_threads}")
     return BlasParams(enabled, t.num("mt_threshold_mnk", 0, 1e12), t.num("spin_s", 0, 60), int(max_threads),
-                      t.str("pinned_pool", ("choice", "process")))
+                      t.str("pinned_pool", choices=("choice", "process")))
 
 
 def _fit_spec(fit: Any, path: Path, rt: Runtime) -> tuple[tuple[FitParam, ...], dict | None]:

@@ -6,16 +6,14 @@ figure without one. The schema is documented in ``device_profiles/README.md``.
 """
 from __future__ import annotations
 
-import difflib
-import math
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swansim.checks import did_you_mean, is_int, is_number, one_of
+from swansim.checks import did_you_mean, is_number, one_of
 from swansim.errors import InputError
+from swansim.hw.sourced import SourcedTable, read_toml
 
 # assumption: idle load-to-use DRAM latency of an LPDDR4X phone SoC, ~110 ns (published latency
 # sweeps of Snapdragon 845/855 and Exynos 9820 phones put the DRAM plateau at ~100-120 ns). Used
@@ -342,189 +340,7 @@ class DeviceSpec:
         return self.battery_capacity_mah * 3.6 * self.battery_voltage_v
 
 
-# ---------------------------------------------------------------------------------------------
-# Field readers: each names the file and the dotted field on failure.
-
-
-class _Table:
-    """A TOML table with its file and dotted prefix, so every error can say where it is.
-
-    Every reader records the key it asked for, present or not; `done` then refuses any key
-    nobody asked for (a misspelt optional field would otherwise fall back to its default).
-    """
-
-    def __init__(self, data: dict, path: Path, prefix: str, sourced: bool = True):
-        if not isinstance(data, dict):
-            raise InputError(path, prefix or "<root>", "expected a table")
-        self.data, self.path, self.prefix = data, path, prefix
-        self.known: set[str] = {"sources"} if sourced else set()
-        self.sources = data.get("sources", {}) if sourced else None
-        if sourced and not isinstance(self.sources, dict):
-            raise InputError(path, self._f("sources"), "expected a table of field = \"source\"")
-
-    def _f(self, key: str) -> str:
-        return f"{self.prefix}.{key}" if self.prefix else key
-
-    def err(self, key: str, reason: str) -> InputError:
-        return InputError(self.path, self._f(key), reason)
-
-    def raw(self, key: str, default: Any = None) -> Any:
-        """The value as written (None if absent), for readers that check it themselves."""
-        self.known.add(key)
-        return self.data.get(key, default)
-
-    def missing(self, key: str, what: str) -> InputError:
-        """A required key is absent; a near-miss key in the table is probably it, misspelt."""
-        near = difflib.get_close_matches(key, [k for k in self.data if k not in self.known], n=1)
-        hint = f" (is {near[0]!r} it, misspelt?)" if near else ""
-        return self.err(key, f"missing required {what}{hint}")
-
-    def done(self, also: tuple[str, ...] = ()) -> None:
-        """Refuse keys no reader asked for (``also``: keys that are valid but not read here),
-        naming the nearest known key; and sources for figures the table does not hold."""
-        known = self.known | set(also)
-        for key in self.data:
-            if key not in known:
-                raise self.err(key, f"unknown field{did_you_mean(key, known - {'sources'})}")
-        for key in self.sources or {}:
-            if key.split(".")[0] not in known:
-                raise InputError(self.path, self._f(f"sources.{key}"),
-                                 f"source for an unknown field{did_you_mean(key, known - {'sources'})}")
-
-    def _get(self, key: str, default: Any):
-        self.known.add(key)
-        if key not in self.data:
-            if default is _REQUIRED:
-                raise self.missing(key, "field")
-            return default
-        return self.data[key]
-
-    def _need_source(self, key: str) -> None:
-        if self.sources is None:
-            return
-        src = self.sources.get(key)
-        if not isinstance(src, str) or not src.strip():
-            raise InputError(self.path, self._f(f"sources.{key}"),
-                             "every figure needs a source or 'assumption: <reason>'")
-
-    def str(self, key: str, default: Any = None, choices: tuple[str, ...] | None = None) -> str:
-        v = self._get(key, _REQUIRED if default is None else default)
-        if not isinstance(v, str) or not v:
-            raise self.err(key, f"expected a non-empty string, got {v!r}")
-        if choices and v not in choices:
-            raise self.err(key, f"{v!r} is not one of {', '.join(choices)}")
-        return v
-
-    def bool(self, key: str, default: bool | None = None) -> bool:
-        v = self._get(key, _REQUIRED if default is None else default)
-        if not isinstance(v, bool):
-            raise self.err(key, f"expected true or false, got {v!r}")
-        return v
-
-    def num(self, key: str, lo: float = 0.0, hi: float = math.inf, unit: str = "",
-            required: bool = True) -> float | None:
-        self.known.add(key)
-        if key not in self.data:
-            if required:
-                raise self.missing(key, "field")
-            return None
-        v = self.data[key]
-        if not is_number(v):
-            raise self.err(key, f"expected a number, got {v!r}")
-        if v < lo:
-            raise self.err(key, f"{v} is below {lo} {unit}" + (" (negative)" if v < 0 else "")
-                           + (" - wrong unit?" if unit else ""))
-        if v > hi:
-            raise self.err(key, f"{v} is above {hi} {unit} - wrong unit?")
-        self._need_source(key)
-        return float(v)
-
-    def nums(self, key: str, lo: float, hi: float, unit: str, required: bool = True,
-             increasing: bool = False) -> tuple[float, ...] | None:
-        self.known.add(key)
-        if key not in self.data:
-            if required:
-                raise self.missing(key, "field")
-            return None
-        v = self.data[key]
-        if not isinstance(v, list) or not v:
-            raise self.err(key, f"expected a non-empty list of numbers ({unit})")
-        for i, x in enumerate(v):
-            if not is_number(x):
-                raise self.err(f"{key}[{i}]", f"expected a number, got {x!r}")
-            if not lo <= x <= hi:
-                raise self.err(f"{key}[{i}]", f"{x} is outside {lo}..{hi} {unit}"
-                               + (" (negative)" if x < 0 else " - wrong unit?"))
-        if increasing:
-            for i in range(1, len(v)):
-                if v[i] <= v[i - 1]:
-                    raise self.err(f"{key}[{i}]", f"not strictly increasing ({v[i - 1]} then {v[i]})")
-        self._need_source(key)
-        return tuple(float(x) for x in v)
-
-    def int(self, key: str, lo: int, hi: int, required: bool = True) -> "int | None":
-        """A whole number in lo..hi (a count), sourced like every figure."""
-        self.known.add(key)
-        if key not in self.data:
-            if required:
-                raise self.missing(key, "field")
-            return None
-        v = self.data[key]
-        if not is_int(v):
-            raise self.err(key, f"expected a whole number, got {v!r}")
-        if not lo <= v <= hi:
-            raise self.err(key, f"{v} is outside {lo}..{hi}")
-        self._need_source(key)
-        return v
-
-    def flag(self, key: str, default: bool) -> bool:
-        """A sourced true/false setting (a kernel tunable), ``default`` when absent."""
-        self.known.add(key)
-        if key not in self.data:
-            return default
-        v = self.bool(key)
-        self._need_source(key)
-        return v
-
-    def ints(self, key: str, lo: int = 0, hi: int = 63) -> tuple[int, ...]:
-        v = self._get(key, _REQUIRED)
-        if not isinstance(v, list) or not v or not all(is_int(x) for x in v):
-            raise self.err(key, f"expected a non-empty list of integers, got {v!r}")
-        if len(set(v)) != len(v) or any(not lo <= x <= hi for x in v):
-            raise self.err(key, f"cpu ids must be distinct integers in {lo}..{hi}, got {v!r}")
-        return tuple(v)
-
-    def sub(self, key: str, required: bool = True, sourced: bool = True) -> "_Table | None":
-        self.known.add(key)
-        if key not in self.data:
-            if required:
-                raise self.missing(key, "table")
-            return None
-        return _Table(self.data[key], self.path, self._f(key), sourced)
-
-
-_REQUIRED = object()
-
-
-def read_toml(path: Path) -> dict:
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise InputError(path, "<file>", "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, "<file>", "is a directory, expected a TOML file") from None
-    except OSError as e:
-        raise InputError(path, "<file>", f"cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise InputError(path, "<file>", f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(path, "<syntax>", f"not valid TOML: {e}") from None
-    except ValueError as e:   # a NUL byte in the path (after its subclasses above)
-        raise InputError(str(path), "<file>", f"not a usable path ({e})") from None
-
-
-def _cluster(t: _Table) -> ClusterSpec:
+def _cluster(t: SourcedTable) -> ClusterSpec:
     freqs = t.nums("opp_freq_mhz", 10, 6000, "MHz", increasing=True)
     volts = t.nums("opp_voltage_mv", 300, 1600, "mV")
     if len(volts) != len(freqs):
@@ -553,7 +369,7 @@ def _cluster(t: _Table) -> ClusterSpec:
     return spec
 
 
-def _thermal(t: _Table, base: ThermalSpec | None = None) -> ThermalSpec:
+def _thermal(t: SourcedTable, base: ThermalSpec | None = None) -> ThermalSpec:
     """Read a [thermal] table; with ``base``, fields present override the SoC's."""
     def opt(name, reader):
         t.known.add(name)
@@ -593,14 +409,14 @@ def _thermal(t: _Table, base: ThermalSpec | None = None) -> ThermalSpec:
     return spec
 
 
-def _rc(t: _Table) -> RCNetwork:
+def _rc(t: SourcedTable) -> RCNetwork:
     caps_t = t.sub("capacity_j_per_k", sourced=False)
     caps = {}
     for k, v in caps_t.data.items():
         if k == "sources":
             continue
         caps[k] = _positive(caps_t, k, v, "J/K")
-        t._need_source(f"capacity_j_per_k.{k}")
+        t.need_source(f"capacity_j_per_k.{k}")
     edges = []
     raw = t.raw("edges_k_per_w")
     if not isinstance(raw, list):
@@ -611,13 +427,13 @@ def _rc(t: _Table) -> RCNetwork:
         r = e[2]
         if not is_number(r) or not (0 < r < 1e4):
             raise t.err(f"edges_k_per_w[{i}]", f"resistance must be a positive number of K/W, got {r!r}")
-        t._need_source(f"edges_k_per_w.{e[0]}-{e[1]}")
+        t.need_source(f"edges_k_per_w.{e[0]}-{e[1]}")
         edges.append((e[0], e[1], float(r)))
     t.done()
     return RCNetwork(caps, tuple(edges))
 
 
-def _positive(t: _Table, key: str, v: Any, unit: str) -> float:
+def _positive(t: SourcedTable, key: str, v: Any, unit: str) -> float:
     if not is_number(v) or v <= 0:
         raise t.err(key, f"expected a positive number of {unit}, got {v!r}")
     return float(v)
@@ -646,13 +462,13 @@ def _check_rc(path: Path, rc: RCNetwork, heat_nodes: list[str]) -> None:
 def load_soc(path: Path, data: dict | None = None) -> SocSpec:
     """An SoC file; ``data``: its content already read (and perhaps changed: `--set`)."""
     path = Path(path)
-    t = _Table(read_toml(path) if data is None else data, path, "")
+    t = SourcedTable(read_toml(path) if data is None else data, path, "")
     raw_clusters = t.raw("clusters")
     if not isinstance(raw_clusters, list) or not raw_clusters:
         raise t.err("clusters", "missing: an SoC needs at least one [[clusters]] table")
     clusters = []
     for i, c in enumerate(raw_clusters):
-        ct = _Table(c, path, f"clusters[{i}]")
+        ct = SourcedTable(c, path, f"clusters[{i}]")
         if "opp_freq_mhz" not in c:
             raise ct.err("opp_freq_mhz", "missing: a cluster needs an OPP table")
         clusters.append(_cluster(ct))
@@ -693,7 +509,7 @@ def _check_rc_partial(path: Path, rc: RCNetwork, heat_nodes: list[str]) -> None:
             raise InputError(path, "thermal_rc.capacity_j_per_k", f"missing node {n!r}")
 
 
-def _kernel(t: _Table, soc: SocSpec) -> KernelSpec:
+def _kernel(t: SourcedTable, soc: SocSpec) -> KernelSpec:
     """Read a device's `[kernel]` table (schema: device_profiles/README.md)."""
     n_bounds = len(soc.clusters) - 1
     up = t.nums("sched_upmigrate_pct", 1, 100, "%")
@@ -752,7 +568,7 @@ def _kernel(t: _Table, soc: SocSpec) -> KernelSpec:
     return spec
 
 
-def _thermal_engine(t: _Table, soc: SocSpec, nodes: set[str]) -> ThermalEngineSpec:
+def _thermal_engine(t: SourcedTable, soc: SocSpec, nodes: set[str]) -> ThermalEngineSpec:
     """Read a phone's [thermal_engine] table: sensors are RC nodes or the table's virtual
     sensors, clusters the SoC's; every list of a rule has one entry per level."""
     virtual: dict[str, VirtualSensor] = {}
@@ -776,7 +592,7 @@ def _thermal_engine(t: _Table, soc: SocSpec, nodes: set[str]) -> ThermalEngineSp
     if not isinstance(raw, list) or not raw:
         raise t.err("rules", "expected one or more [[thermal_engine.rules]] tables")
     for i, data in enumerate(raw):
-        r = _Table(data, t.path, t._f(f"rules[{i}]"))
+        r = SourcedTable(data, t.path, t._f(f"rules[{i}]"))
         sensor = r.str("sensor")
         if sensor not in sensors:
             raise r.err("sensor", f"unknown sensor {sensor!r} (RC nodes and virtual sensors: {', '.join(sorted(sensors))})")
@@ -813,7 +629,7 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
     """Load a device file; ``soc_override`` puts another SoC in the same chassis; ``data``: the
     file's content already read (and perhaps changed: `--set`)."""
     path = Path(path)
-    t = _Table(read_toml(path) if data is None else data, path, "")
+    t = SourcedTable(read_toml(path) if data is None else data, path, "")
     soc_name = t.str("soc")   # read (and checked) even when another SoC goes in the chassis
     if soc_override:
         soc_name = soc_override
@@ -830,7 +646,7 @@ def load_device(path: Path, socs: dict[str, SocSpec], soc_override: str | None =
         if k not in ANDROID_GROUPS:
             raise cs.err(k, f"not an Android group{did_you_mean(k, ANDROID_GROUPS)} (known: {', '.join(ANDROID_GROUPS)})")
         ids = cs.ints(k, 0, soc.n_cpus - 1)
-        cs._need_source(k)
+        cs.need_source(k)
         cpusets[k] = ids
     cs.done(also=tuple(cs.data))   # each name checked above
     if soc_override:

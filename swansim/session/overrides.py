@@ -26,7 +26,8 @@ import re
 from typing import Any
 
 from swansim.errors import InputError
-from swansim.hw.profile import DeviceSpec, load_device, load_soc, read_toml
+from swansim.hw.profile import DeviceSpec, load_device, load_soc
+from swansim.hw.sourced import read_toml
 
 _PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)((?:\[\d+\])*)$")
 _INT = re.compile(r"^[+-]?\d+$")
