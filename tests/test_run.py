@@ -145,6 +145,10 @@ def test_override_by_dotted_path():
     (("compare", "--set", "soc.clusters.huge.l2_kib_per_core=1,2"), "no item named 'huge'"),
     (("compare", "--set", "ambient_c"), "expected FIELD=V1,V2"),
     (("compare", "--policies", "swan,swan"), "given twice"),
+    (("fleet", "--out", "never", "--deadline", "-1"), "swansim: error: --deadline: deadline_s"),
+    (("fleet", "--out", "never", "--trace-days", "0"), "swansim: error: --trace-days: trace_days"),
+    (("thermal", "--minutes", "0"), "swansim: error: --minutes:"),
+    (("landscape", "--batch", "0"), "swansim: error: --batch:"),
 ])
 def test_bad_arguments_are_one_line_exit_2_before_any_run(args, needle, capsys):
     assert main(list(args)) == 2

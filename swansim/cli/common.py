@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from swansim.checks import listed
 
@@ -98,3 +99,20 @@ def config_from(args: argparse.Namespace, config, **values):
             v = getattr(args, f.name)
             values[f.name] = split_names(v) if _kind(hints[f.name]) is list and isinstance(v, str) else v
     return config(**values)
+
+
+@contextlib.contextmanager
+def as_options(config, where: str):
+    """Within the block, an InputError a config's validation raised about one of its fields
+    (at ``where``, e.g. "fleet config") names the field's option instead: on the command line
+    the user typed ``--deadline``, not ``deadline_s``."""
+    from swansim.errors import InputError
+    from swansim.options import documented, flag_of
+
+    try:
+        yield
+    except InputError as e:
+        f = {f.name: f for f in documented(config)}.get(e.field)
+        if e.where != where or f is None or not f.metadata["cli"]:
+            raise
+        raise InputError(flag_of(f), e.field, e.reason, e.line) from None

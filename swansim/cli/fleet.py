@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from swansim.cli.common import add_jobs, add_options, config_from
+from swansim.cli.common import add_jobs, add_options, as_options, config_from
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,11 +26,12 @@ def run(args) -> int:
     import sys
 
     from swansim.federated.local import memo_report, run_policy_fleet
-    from swansim.federated.fleet import FleetConfig
+    from swansim.federated.fleet import WHERE, FleetConfig
 
     cfg = config_from(args, FleetConfig)
-    result, bm = run_policy_fleet(cfg, args.out, args.jobs, args.dask, progress=not args.quiet,
-                                  no_limit=args.no_limit)
+    with as_options(FleetConfig, WHERE):
+        result, bm = run_policy_fleet(cfg, args.out, args.jobs, args.dask, progress=not args.quiet,
+                                      no_limit=args.no_limit)
     if args.format == "csv":
         result.summary.to_csv(sys.stdout, index=False)
     else:
