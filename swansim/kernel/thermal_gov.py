@@ -304,23 +304,29 @@ class PowerAllocator(ThermalZone):
 
     # -- the energy model ---------------------------------------------------------------------
 
-    def domain_power_w(self, d: int, freq_mhz: float, load: float) -> float:
+    def domain_power_w(self, d: int, freq_mhz: float, load: float, leak: float | None = None) -> float:
         """Estimated power of domain ``d`` at ``freq_mhz`` with ``load`` busy cores (0..n).
 
         Dynamic power from the energy model times the busy cores, plus leakage of all cores at
-        the cluster's present temperature (older kernels' cpu_cooling "static power" callback).
+        the cluster's present temperature (older kernels' cpu_cooling "static power" callback);
+        ``leak``: that temperature's leakage factor, when the caller has it (`_leak`).
         """
-        p = self.platform
-        c = p.clusters[self.policies[d].index]
         per_opp = self._opp_w.get((d, freq_mhz))
         if per_opp is None:
-            soc = p.spec.soc
+            c = self.platform.clusters[self.policies[d].index]
+            soc = self.platform.spec.soc
             per_opp = self._opp_w[(d, freq_mhz)] = (
                 dynamic_power_w(c, freq_mhz),
                 leakage_w(c, freq_mhz, soc.leakage_ref_c, soc.leakage_ref_c, soc.leakage_doubling_c) * len(c.cpus))
         dyn_w, leak_ref_w = per_opp
+        return dyn_w * load + leak_ref_w * (self._leak(d) if leak is None else leak)
+
+    def _leak(self, d: int) -> float:
+        """Domain ``d``'s leakage at its cluster's present temperature, relative to the reference."""
+        p = self.platform
         soc = p.spec.soc
-        return dyn_w * load + leak_ref_w * leakage_factor(p.temp_c(c.name), soc.leakage_ref_c, soc.leakage_doubling_c)
+        return leakage_factor(p.temp_c(p.clusters[self.policies[d].index].name), soc.leakage_ref_c,
+                              soc.leakage_doubling_c)
 
     def _loads(self) -> list[float]:
         """Busy cores per domain averaged since the last poll (cpufreq_cooling get_load())."""
@@ -348,13 +354,17 @@ class PowerAllocator(ThermalZone):
             for d in self.domains:
                 self._set_cap(d, self.policies[d].fmax_mhz)
             return
-        req = [self.domain_power_w(d, self.policies[d].cur_mhz, load) for d, load in zip(self.domains, loads)]
-        max_w = [self.domain_power_w(d, self.policies[d].fmax_mhz, len(self.policies[d].cpus)) for d in self.domains]
+        # the temperatures do not move within one poll: each domain's leakage is read once
+        leaks = [self._leak(d) for d in self.domains]
+        req = [self.domain_power_w(d, self.policies[d].cur_mhz, load, leak)
+               for d, load, leak in zip(self.domains, loads, leaks)]
+        max_w = [self.domain_power_w(d, self.policies[d].fmax_mhz, len(self.policies[d].cpus), leak)
+                 for d, leak in zip(self.domains, leaks)]
         budget = self.pid(temp_c, sum(max_w))
         self.budget_w = budget
         self.granted_w = divvy_up_power([w * r for w, r in zip(self.weights, req)], max_w, budget)
-        for d, granted, load in zip(self.domains, self.granted_w, loads):
-            self._set_cap(d, self.power_to_freq_mhz(d, granted, load))
+        for d, granted, load, leak in zip(self.domains, self.granted_w, loads, leaks):
+            self._set_cap(d, self.power_to_freq_mhz(d, granted, load, leak))
 
     def _governor_quiet(self, lo_c: float, hi_c: float) -> bool:
         # below switch-on every poll resets the PID and lifts the caps: nothing to change once done
@@ -374,15 +384,16 @@ class PowerAllocator(ThermalZone):
         self.prev_err_c = err
         return min(max(self.sustainable_w + p + i + d, 0.0), max_w)
 
-    def power_to_freq_mhz(self, d: int, power_w: float, load: float) -> float:
+    def power_to_freq_mhz(self, d: int, power_w: float, load: float, leak: float | None = None) -> float:
         """cpufreq_power2state(): the highest OPP whose estimated power fits ``power_w``."""
         load = max(load, 0.01)  # the kernel divides by last_load ?: 1 (percent)
+        leak = self._leak(d) if leak is None else leak
         opps = self.policies[d].opps_mhz
         # the estimate rises with the OPP (tests/test_thermal.py checks every profile): bisect
         lo, hi = 0, len(opps)
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.domain_power_w(d, opps[mid], load) <= power_w:
+            if self.domain_power_w(d, opps[mid], load, leak) <= power_w:
                 lo = mid + 1
             else:
                 hi = mid
