@@ -27,6 +27,7 @@ from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
 from swansim.hw.profile import TOP_APP
+from swansim.kernel.placement import AUTO
 from swansim.policy.base import Policy
 from swansim.policy.view import LayerStat, PhoneState
 from swansim.session.step import PolicyStep, is_quiet
@@ -145,7 +146,7 @@ class FastForwardDriver:
     doc). ``fast_forward=False`` simulates every batch instead (`SimulatedBatches`)."""
 
     def __init__(self, dev: Device, policy: Policy, model: str, batch_model: BatchModel, runtime: str = "pytorch",
-                 placement: str = "auto", request: int = 0, fast_forward: bool = True, seed: int = 0):
+                 placement: str = AUTO, request: int = 0, fast_forward: bool = True, seed: int = 0):
         self.dev, self.policy, self.model, self.runtime, self.placement = dev, policy, model, runtime, placement
         self.batch_model = batch_model
         self.step = PolicyStep(policy, dev.spec.soc, model, request)
