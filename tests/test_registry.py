@@ -32,13 +32,15 @@ def test_registry_lists_gets_and_names_the_nearest():
 
 
 def test_every_plug_in_family_is_a_registry():
+    from swansim.cli import COMMANDS
     from swansim.dnn.models import MODELS
     from swansim.kernel.cpufreq import GOVERNORS
     from swansim.kernel.placement import PLACEMENTS
     from swansim.kernel.thermal_gov import THERMAL_GOVERNORS
     from swansim.policy import POLICIES
 
-    for reg in (MODELS, GOVERNORS, PLACEMENTS, THERMAL_GOVERNORS, POLICIES):
+    assert list(COMMANDS)[:3] == ["demo", "profiles", "thermal"] and "fleet" in COMMANDS
+    for reg in (MODELS, GOVERNORS, PLACEMENTS, THERMAL_GOVERNORS, POLICIES, COMMANDS):
         assert isinstance(reg, Registry) and len(reg) >= 3
 
 

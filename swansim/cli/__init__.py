@@ -14,9 +14,14 @@ from typing import Callable
 
 from swansim import __version__
 from swansim.errors import InputError
+from swansim.registry import Registry
 
-# Modules under swansim.cli, each adding its subcommands; order is the order of --help.
-COMMANDS = ["demo", "profiles", "thermal", "traces", "landscape", "ux", "run", "compare", "fleet"]
+# The subcommands: each a function adding its parser to argparse's subparsers (a module under
+# swansim.cli, imported when the parser is built; other packages may add theirs through the
+# entry-point group ``swansim.commands``). Registration order is the order of --help.
+COMMANDS: Registry[Callable[[argparse._SubParsersAction], None]] = Registry("command", entry_points="swansim.commands")
+for _name in ("demo", "profiles", "thermal", "traces", "landscape", "ux", "run", "compare", "fleet"):
+    COMMANDS.register(_name, lambda sub, module=f"swansim.cli.{_name}": importlib.import_module(module).register(sub))
 
 
 class Parser(argparse.ArgumentParser):
@@ -61,8 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"swansim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
-    for name in COMMANDS:
-        importlib.import_module(f"swansim.cli.{name}").register(sub)
+    for add in COMMANDS.values():
+        add(sub)
     return parser
 
 
