@@ -68,6 +68,15 @@ class SourcedTable:
                 raise InputError(self.path, self._f(f"sources.{key}"),
                                  f"source for an unknown field{did_you_mean(key, known - {'sources'})}")
 
+    def _present(self, key: str, required: bool, what: str = "field") -> bool:
+        """Whether ``key`` is there (recorded as asked for); absent and ``required``: an error."""
+        self.known.add(key)
+        if key in self.data:
+            return True
+        if required:
+            raise self.missing(key, what)
+        return False
+
     def _get(self, key: str, default: Any):
         self.known.add(key)
         if key not in self.data:
@@ -103,10 +112,7 @@ class SourcedTable:
 
     def num(self, key: str, lo: float = 0.0, hi: float = math.inf, unit: str = "",
             required: bool = True) -> float | None:
-        self.known.add(key)
-        if key not in self.data:
-            if required:
-                raise self.missing(key, "field")
+        if not self._present(key, required):
             return None
         v = self.data[key]
         if not is_number(v):
@@ -121,10 +127,7 @@ class SourcedTable:
 
     def nums(self, key: str, lo: float, hi: float, unit: str, required: bool = True,
              increasing: bool = False) -> tuple[float, ...] | None:
-        self.known.add(key)
-        if key not in self.data:
-            if required:
-                raise self.missing(key, "field")
+        if not self._present(key, required):
             return None
         v = self.data[key]
         if not isinstance(v, list) or not v:
@@ -144,10 +147,7 @@ class SourcedTable:
 
     def int(self, key: str, lo: int, hi: int, required: bool = True) -> "int | None":
         """A whole number in lo..hi (a count), sourced like every figure."""
-        self.known.add(key)
-        if key not in self.data:
-            if required:
-                raise self.missing(key, "field")
+        if not self._present(key, required):
             return None
         v = self.data[key]
         if not is_int(v):
@@ -175,10 +175,7 @@ class SourcedTable:
         return tuple(v)
 
     def sub(self, key: str, required: bool = True, sourced: bool = True) -> "SourcedTable | None":
-        self.known.add(key)
-        if key not in self.data:
-            if required:
-                raise self.missing(key, "table")
+        if not self._present(key, required, "table"):
             return None
         return SourcedTable(self.data[key], self.path, self._f(key), sourced, self.provenance, self.rule)
 
