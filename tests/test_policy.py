@@ -197,6 +197,26 @@ def test_swan_declines_above_35c_and_on_low_battery_unless_charging():
     assert "35 C" in p.decisions[1].detail
 
 
+@pytest.mark.parametrize("policy", ["swan", "swan-layer"])
+def test_swan_takes_a_request_only_on_an_idle_phone_and_runs_it_on_when_the_owner_comes(policy):
+    p = make_policy(policy)
+    assert p.accept(state())
+    for busy in (state(screen=True), state(app=True), state(screen=True, charging=True)):
+        assert not p.accept(busy) and p.why_declined(busy) == "owner_active"
+        assert p.admit(busy)              # a request taken on an idle phone goes on
+    assert p.why_declined(state(screen=True, temp=40.0)) == "battery_hot"   # the battery first
+    assert not p.accept(state(temp=40.0)) and not p.admit(state(temp=40.0))
+    assert "using the phone" in [d for d in p.decisions if d.kind == "decline"][0].detail
+    other = make_policy(policy, idle_requests_only=False)   # the other reading of the paper
+    assert other.accept(state(screen=True, app=True)) and not other.accept(state(temp=40.0))
+
+
+def test_the_oracle_monitors_as_swan_does():
+    p = make_policy("oracle", latency_by_choice={"4": 1.0})
+    assert p.accept(state()) and p.admit(state(screen=True))
+    assert not p.accept(state(app=True)) and p.why_declined(state(app=True)) == "owner_active"
+
+
 def test_swan_params_are_sourced_and_validated():
     from dataclasses import fields
     for f in fields(SwanParams):

@@ -52,6 +52,19 @@ def test_a_step_counts_batches_in_requests_and_a_decline_ends_the_request():
     assert policy.seen == step.stats
 
 
+def test_a_step_asks_accept_before_a_request_and_admit_within_it():
+    policy = make_policy("swan")
+    step = PolicyStep(policy, PIXEL3.soc, "resnet34")
+    busy = replace(IDLE, screen_on=True, foreground_app=True)
+    assert not step.admit(busy) and step.declines["owner_active"] == 1 and step.in_request == 0
+    assert step.admit(IDLE)
+    step.observe(0, step.plan(IDLE, 0), IDLE, 0.0, 1.0, 1.0, (), True)
+    assert step.admit(busy)                       # the owner came back during the request
+    step.observe(1, step.plan(busy, 1), busy, 1.0, 1.0, 1.0, (), False)
+    step.end_request()
+    assert not step.admit(busy) and step.declines["owner_active"] == 2
+
+
 @pytest.mark.parametrize("state, changed, quiet", [
     (IDLE, False, True), (IDLE, True, False), (replace(IDLE, charging=True), False, False),
     (replace(IDLE, screen_on=True), False, False), (replace(IDLE, foreground_app=True), False, False),

@@ -86,9 +86,9 @@ class PolicyCost:
             self.batch_model.add(key, cost)
 
     def admit(self, client: Client, state: ClientState) -> bool:
-        """Check-in: the policy's admission on the phone's state (its battery at ambient)."""
+        """Check-in: does the policy take a request on in the phone's state (its battery at ambient)?"""
         spec = self._spec(client.device)
-        return self._checkin_policy.admit(_phone_state(state, spec.ambient_c, ThermalStatus.NONE, 0.0))
+        return self._checkin_policy.accept(_phone_state(state, spec.ambient_c, ThermalStatus.NONE, 0.0))
 
     def train(self, request: LocalRequest) -> LocalOutcome:
         client = request.client

@@ -1,6 +1,7 @@
 """The policy interface and the registry of policies by name.
 
-A policy decides, before every mini-batch, whether training may run now (`admit`) and where
+A policy decides whether it takes a training request on (`accept`, before the request's first
+batch), before every later mini-batch whether training may go on (`admit`), and where
 it runs (`plan`: an execution choice per layer, forward and backward, and one for the update);
 after the batch it sees what it measured (`observe`). It reads only the records of
 `swansim.policy.view`. A policy that needs the kernel booted with a thread placement other
@@ -47,11 +48,17 @@ class Policy:
     def begin(self, state: PhoneState) -> None:
         """A run starts on a (possibly new) phone at ``state.time_s``; learned state is kept."""
 
+    def accept(self, state: PhoneState) -> bool:
+        """A training request arrives (a round's check-in, or the next request on the phone): take
+        it on? Asked before the request's first batch instead of `admit`; default: what `admit` says."""
+        return self.admit(state)
+
     def admit(self, state: PhoneState) -> bool:
+        """Before each later batch of a request: may training go on now?"""
         return True
 
     def why_declined(self, state: PhoneState) -> str:
-        """Why ``admit`` refused ``state``: one of `DECLINE_REASONS` (runs count declines by it)."""
+        """Why ``accept`` or ``admit`` refused ``state``: one of `DECLINE_REASONS` (runs count declines by it)."""
         return "other"
 
     def plan(self, view: PolicyView) -> Plan:

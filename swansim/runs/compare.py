@@ -5,9 +5,11 @@ or an idle phone) for the same duration; its row has the mean latency and traini
 batch, the owner's frames and jank (where the owner runs apps: a trace or a synthetic owner), how
 often the policy declined to train and why, and - unless ``ux=False`` - the Work-like score drop
 (positive: the owner loses, as `swansim ux` reports it): the policy, as
-that run left it (what it explored, it keeps), trains in the background while the owner runs
-the Work-like benchmark (after `scenarios.WARMUP_S` of training with the screen on), against
-the same phone running the benchmark without training. ``sets`` sweep profile figures by
+that run left it (what it explored, it keeps), trains on an idle phone in requests of the
+task's federated local steps (`dnn.tasks.Task.fl_local_steps`, as a deployment sends them),
+and after `scenarios.WARMUP_S` the owner picks the phone up and runs the Work-like benchmark,
+against the same phone running the benchmark without training. A policy that takes requests
+only on an idle phone (Swan) trains during the benchmark until the request in flight ends. ``sets`` sweep profile figures by
 dotted path (`swansim.session.overrides`); each gets a column.
 
 The oracle's knowledge (every choice's true latency, per device, model and swept figures) is
@@ -25,6 +27,7 @@ import pandas as pd
 
 from swansim import checks
 
+from swansim.dnn.tasks import task
 from swansim.errors import InputError
 from swansim.hw.profile import DEFAULT_DEVICE, Catalogue
 from swansim.options import option, takes
@@ -119,7 +122,7 @@ def _row(cfg: CompareConfig, rc: RunConfig, oracle: dict | None) -> dict:
            **{k: s[k] for k in cfg.metrics() if k in s}}
     if cfg.ux:
         ux = replace(rc, trace=None, user=None, synthetic=False, start_s=None, duration_s=None,
-                     bench_at_s=WARMUP_S, screen_on=True)
+                     bench_at_s=WARMUP_S, screen_on=False, request_batches=task(rc.model).fl_local_steps)
         row["ux_score_drop_pct"] = run_policy(ux, policy=r.policy).summary["ux_score_drop_pct"]
     return row
 

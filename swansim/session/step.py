@@ -1,7 +1,8 @@
 """A policy's side of one mini-batch, the same on every path that trains a phone.
 
-Before the batch the policy admits the phone's state or declines it (a decline is counted by
-reason and ends the request in flight); it plans the batch from a `PolicyView`; after it, it
+Before the batch the policy admits the phone's state or declines it (`Policy.accept` before a
+request's first batch, `Policy.admit` before the others; a decline is counted by reason and
+ends the request in flight); it plans the batch from a `PolicyView`; after it, it
 observes the batch's measurements (`BatchStats`). The full simulation (`PolicyDriver`) and the
 fast-forward a fleet client runs (`FastForwardDriver`) differ only in how a batch is measured.
 
@@ -49,7 +50,8 @@ class PolicyStep:
         self.declines = dict.fromkeys(DECLINE_REASONS, 0)
 
     def admit(self, state: PhoneState) -> bool:
-        if self.policy.admit(state):
+        """The policy's `accept` before a request's first batch, its `admit` before the others."""
+        if (self.policy.accept(state) if self.in_request == 0 else self.policy.admit(state)):
             return True
         why = self.policy.why_declined(state)
         self.declines[why if why in self.declines else "other"] += 1
