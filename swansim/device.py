@@ -106,7 +106,8 @@ class Device:
         self.cpufreq: list[CpufreqPolicy] = []
         for k in range(n):
             kw = {"freq_mhz": freqs[k] if freqs else None} if config.governor == "userspace" else {}
-            self.cpufreq.append(CpufreqPolicy(self.sched, k, make_governor(config.governor, spec.kernel, **kw)))
+            floor = spec.kernel.min_freq_mhz.get(spec.soc.clusters[k].name) if spec.kernel else None
+            self.cpufreq.append(CpufreqPolicy(self.sched, k, make_governor(config.governor, spec.kernel, **kw), floor))
         self.thermal: ThermalZone = make_thermal_governor(thermal_name, self.sched, self.cpufreq, spec.thermal)
         self.thermal.start()
         self.thermal_engine: ThermalEngine | None = None

@@ -26,6 +26,26 @@ def device(spec=None, **kw) -> Device:
     return Device(spec if spec is not None else CAT.device("pixel3"), DeviceConfig(**kw))
 
 
+def test_the_init_scripts_floor_holds_an_idle_domain_and_a_thermal_cap_below_it_wins():
+    dev = device(CAT.device("galaxy-s10e"))      # post_boot: little scaling_min_freq 672 MHz
+    little = dev.cpufreq[0]
+    assert little.min_mhz == 672.0 and dev.cpufreq[1].min_mhz == dev.cpufreq[1].opps_mhz[0]
+    changes = record_freqs(dev)
+    t = dev.sched.spawn("spin", [0])
+    dev.run(0.5)
+    dev.sched.spin(t)
+    dev.run(1.0)
+    assert dev.platform.freq_mhz[0] == little.opps_mhz[-1]
+    dev.sched.stop(t)
+    dev.run(2.0)
+    assert dev.platform.freq_mhz[0] == 672.0 and little.governor.util() < 0.01
+    assert min(f for _, k, f in changes if k == 0) == 672.0   # schedutil never went below it
+    little.set_limit("kernel", 403.2)
+    assert dev.platform.freq_mhz[0] == 403.2                   # the cap wins over the floor
+    little.set_limit("kernel", little.fmax_mhz)
+    assert dev.platform.freq_mhz[0] == 672.0
+
+
 def pixel3_with_ipa():
     """Pixel 3 under power_allocator, its sustainable power set as the kernel docs define it.
 

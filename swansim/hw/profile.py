@@ -292,6 +292,9 @@ class KernelSpec:
     schedutil_down_rate_limit_us: float
     schedtune: dict[str, StuneGroup] = field(default_factory=dict)
     core_ctl: tuple[CoreCtlCluster, ...] = ()
+    # scaling_min_freq per cluster name, as the init scripts write it; a cluster not listed
+    # keeps its lowest OPP
+    min_freq_mhz: dict[str, float] = field(default_factory=dict)
 
     def stune(self, group: str) -> StuneGroup:
         return self.schedtune.get(group, _DEFAULT_STUNE)
@@ -552,6 +555,15 @@ def _kernel(t: SourcedTable, soc: SocSpec) -> KernelSpec:
             raise c.err("busy_down_pct", f"{item.busy_down_pct} is above busy_up_pct ({item.busy_up_pct})")
         c.done()
         ctl.append(item)
+    floors = {}
+    cf = t.sub("cpufreq", required=False, sourced=False)
+    for name in (cf.data if cf else {}):
+        if name not in names:
+            raise cf.err(name, f"unknown cluster (the SoC's: {', '.join(names)})")
+        c = cf.sub(name)
+        opps = names[name].opp_freq_mhz
+        floors[name] = c.num("scaling_min_freq_mhz", opps[0], opps[-1], "MHz")
+        c.done()
     spec = KernelSpec(
         flavour=t.str("flavour", choices=SCHED_FLAVOURS),
         window_ms=t.num("walt_window_ms", 1, 1000, "ms"),
@@ -563,8 +575,9 @@ def _kernel(t: SourcedTable, soc: SocSpec) -> KernelSpec:
         schedutil_up_rate_limit_us=t.num("schedutil_up_rate_limit_us", 0, 1e6, "us"),
         schedutil_down_rate_limit_us=t.num("schedutil_down_rate_limit_us", 0, 1e6, "us"),
         schedtune=stune, core_ctl=tuple(sorted(ctl, key=lambda x: names[x.cluster].cpus[0])),
+        min_freq_mhz=floors,
     )
-    t.done(also=("schedtune", "core_ctl"))
+    t.done(also=("schedtune", "core_ctl", "cpufreq"))
     return spec
 
 

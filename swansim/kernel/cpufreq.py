@@ -1,7 +1,8 @@
 """cpufreq: one policy per frequency domain (cluster) and the governor that picks its OPP.
 
-A `CpufreqPolicy` holds a domain's OPP table and its thermal cap (``scaling_max_freq``); a
-`Governor` chooses a frequency and the policy clamps it to the cap. Two parties limit it, as on
+A `CpufreqPolicy` holds a domain's OPP table, its floor (``scaling_min_freq``, as the phone's
+init scripts write it) and its thermal cap (``scaling_max_freq``); a `Governor` chooses a
+frequency and the policy clamps it between the two. Two parties limit it, as on
 a phone: the kernel's thermal framework (its cpufreq cooling device) and the vendor's user-space
 thermal engine (writing a frequency limit, `kernel.thermal_engine`). Each sets its own limit
 (`set_limit`); the cap is the lowest of them, as cpufreq's policy limits are resolved
@@ -93,15 +94,19 @@ def schedutil_freq_mhz(opps_mhz: Sequence[float], util: float, cap_mhz: float,
 
 
 class CpufreqPolicy:
-    """One frequency domain: its OPPs, the thermal cap, and the governor choosing within them."""
+    """One frequency domain: its OPPs, its floor (``scaling_min_freq``), the thermal cap, and
+    the governor choosing within them."""
 
-    def __init__(self, sched: Scheduler, cluster: int, governor: "Governor"):
+    def __init__(self, sched: Scheduler, cluster: int, governor: "Governor", min_freq_mhz: float | None = None):
         self.sched = sched
         self.index = cluster
         spec = sched.platform.clusters[cluster]
         self.name = spec.name
         self.cpus = spec.cpus
         self.opps_mhz = spec.opp_freq_mhz
+        # scaling_min_freq as the init scripts write it (None: the lowest OPP), resolved to an OPP
+        # at or above it, as cpufreq resolves a frequency request (CPUFREQ_RELATION_L)
+        self.min_mhz = self.opps_mhz[0] if min_freq_mhz is None else opp_at_or_above(self.opps_mhz, min_freq_mhz)
         self.cap_mhz = spec.fmax_mhz
         self.limits_mhz: dict[str, float] = {}   # per party ("kernel", "engine"): its limit
         self.last_change_s = -math.inf
@@ -119,7 +124,13 @@ class CpufreqPolicy:
 
     @property
     def fmin_mhz(self) -> float:
-        return self.opps_mhz[0]
+        """policy->min: the floor (a cap below it wins, see `clamp`)."""
+        return self.min_mhz
+
+    def clamp(self, freq_mhz: float) -> float:
+        """``freq_mhz`` within the policy's limits: at least the floor, at most the cap; a cap
+        below the floor wins (cpufreq_set_policy lowers policy->min to policy->max)."""
+        return min(max(freq_mhz, self.min_mhz), self.cap_mhz)
 
     def set_cap(self, cap_mhz: float) -> None:
         """The kernel's thermal limit (its cooling device); see `set_limit`."""
@@ -139,8 +150,8 @@ class CpufreqPolicy:
         return opp_at_or_below(self.opps_mhz, self.limits_mhz.get(party, self.fmax_mhz))
 
     def apply(self, freq_mhz: float) -> None:
-        """Run at ``freq_mhz`` (clamped to the cap) from now on."""
-        f = min(freq_mhz, self.cap_mhz)
+        """Run at ``freq_mhz`` (within the floor and the cap) from now on."""
+        f = self.clamp(freq_mhz)
         if f != self.cur_mhz:
             self.sched.set_freq(self.index, f)
             self.last_change_s = self.sched.env.now
@@ -173,7 +184,7 @@ class Performance(Governor):
 
 
 class Powersave(Governor):
-    """Always the lowest OPP."""
+    """Always the lowest OPP the policy allows (its floor)."""
 
     name = "powersave"
 
@@ -259,7 +270,8 @@ class Schedutil(Governor):
     # -- decisions ----------------------------------------------------------------------------
 
     def target_mhz(self) -> float:
-        return schedutil_freq_mhz(self.policy.opps_mhz, self.util(), self.policy.cap_mhz, self.headroom)
+        p = self.policy   # get_next_freq, then cpufreq_driver_resolve_freq's clamp to the policy's limits
+        return p.clamp(schedutil_freq_mhz(p.opps_mhz, self.util(), p.cap_mhz, self.headroom))
 
     def limits_changed(self) -> None:
         self._evaluate(force=True)
@@ -300,8 +312,9 @@ class Schedutil(Governor):
             opps, scale = p.opps_mhz, self.headroom * p.fmax_mhz
             i = bisect.bisect_left(opps, band[0] - 1e-9)
             i_cap = bisect.bisect_left(opps, band[1] - 1e-9)
+            i_min = bisect.bisect_left(opps, p.min_mhz - 1e-9)
             self._band = band
-            self._bounds = (opps[i - 1] / scale if i > 0 else None,       # util <= lower: a lower OPP
+            self._bounds = (opps[i - 1] / scale if i > i_min else None,   # util <= lower: a lower OPP
                             opps[i] / scale if i < i_cap else None)        # util > upper: a higher OPP
         lower, upper = self._bounds
         h = self.half_life_s
