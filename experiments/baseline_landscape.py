@@ -126,7 +126,7 @@ def main(argv=None) -> None:
     plot(table, out / "baseline.png", devices, models)
     for col in ("latency_gap", "energy_gap"):
         print(f"\n{col} (default / best pinned):")
-        print(table.pivot(index="device", columns="model", values=col).reindex(devices)[models]
+        print(table.pivot(index="device", columns="model", values=col).reindex(list(devices))[list(models)]
               .to_string(float_format=lambda x: f"{x:.2f}"))
     print(f"\nwrote {out}/baseline.csv and baseline.png")
 

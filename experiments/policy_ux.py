@@ -3,8 +3,9 @@ Table 3 question), on the phones of the paper's Fig. 3, for the three tasks.
 
 Per device, model and policy (`swansim.compare`): the policy first trains on an idle phone
 (swan and swan-layer long enough to explore every choice, in requests of 3 batches), then,
-as that left it, trains in the background while the owner runs the Work-like benchmark
-(after 30 s of training with the screen on); the score is against the same phone running the
+as that left it, takes the task's federated requests on the idle phone, and 30 s later the
+owner picks the phone up and runs the Work-like benchmark (Swan takes requests only on an
+idle phone: the one under way runs on); the score is against the same phone running the
 benchmark without training. pytorch-default's rows carry the paper's Fig. 3 drop.
 
     .venv/bin/python experiments/policy_ux.py [--jobs N]     # -> results/policies/ux/
