@@ -48,6 +48,20 @@ def test_a_clients_carry_stays_small(tmp_path):
     assert len(pickle.dumps(out.carry)) < 20_000
 
 
+def test_swan_checks_in_only_on_an_idle_phone_the_default_whenever_the_battery_allows():
+    from dataclasses import replace
+
+    from swansim.federated.local import PolicyCost
+
+    pop = build_population(CFG)
+    client = pop.client(0)
+    idle = replace(pop.timeline(0, 0.0).state_at(3600.0), battery_pct=80.0, screen_on=False, app=None)
+    in_use = replace(idle, screen_on=True, app="browsing")
+    swan, default = PolicyCost(CFG.model, "swan", BatchModel()), PolicyCost(CFG.model, "pytorch-default", BatchModel())
+    assert swan.admit(client, idle) and not swan.admit(client, in_use)
+    assert default.admit(client, idle) and default.admit(client, in_use)
+
+
 def test_same_summaries_in_process_in_a_pool_and_on_dask(tmp_path):
     """The policies on the batch model give the same rounds whoever computes them (workers
     simulate their own memo misses: the simulation is deterministic)."""

@@ -23,7 +23,7 @@ from typing import Mapping
 from swansim.dnn.choices import Choice, Plan
 from swansim.errors import InputError
 from swansim.policy.base import Policy, register
-from swansim.policy.swan import SwanParams, decline_kind, request_decline_kind
+from swansim.policy.swan import SwanParams, decline_kind
 from swansim.policy.view import PhoneState, PolicyView
 
 
@@ -103,13 +103,13 @@ class Oracle(Static):
         self.params = params or SwanParams()
 
     def accept(self, state: PhoneState) -> bool:
-        return request_decline_kind(state, self.params) is None
+        return decline_kind(state, self.params, request=True) is None
 
     def admit(self, state: PhoneState) -> bool:
         return decline_kind(state, self.params) is None
 
     def why_declined(self, state: PhoneState) -> str:
-        return request_decline_kind(state, self.params) or "other"
+        return decline_kind(state, self.params, request=True) or "other"
 
     def choose(self, view: PolicyView) -> Choice:
         known = [c for c in (*view.choices, view.default_choice) if c.label in self.latency_by_choice]

@@ -113,38 +113,28 @@ def profile_of(runs: Sequence[BatchStats]) -> Profile:
     return Profile(last.latency_s, last.energy_j, layer_s, enter)
 
 
-def decline_reason(state: PhoneState, p: SwanParams) -> str | None:
-    """Why Swan's monitoring declines training now (None: it accepts)."""
-    why = decline_kind(state, p)
+def decline_reason(state: PhoneState, p: SwanParams, request: bool = False) -> str | None:
+    """Why Swan's monitoring declines now (None: it goes on); ``request``: a new request arrives."""
+    why = decline_kind(state, p, request)
     if why == "battery_hot":
         return f"battery {state.battery_temp_c:.1f} C > {p.max_battery_temp_c:g} C"
     if why == "battery_low":
         return f"battery {state.battery_pct:.1f} % < {p.min_battery_pct:g} % and not charging"
+    if why == "owner_active":
+        return "the owner is using the phone"
     return None
 
 
-def request_decline_reason(state: PhoneState, p: SwanParams) -> str | None:
-    """Why Swan's monitoring turns a training request down now (None: it takes it on)."""
-    if request_decline_kind(state, p) == "owner_active":
-        return "the owner is using the phone"
-    return decline_reason(state, p)
-
-
-def request_decline_kind(state: PhoneState, p: SwanParams) -> str | None:
-    """The kind of reason Swan turns a request down for (the battery first), or None."""
-    why = decline_kind(state, p)
-    if why is None and p.idle_requests_only and not state.idle:
-        return "owner_active"
-    return why
-
-
-def decline_kind(state: PhoneState, p: SwanParams) -> str | None:
-    """The kind of reason (`policy.base.DECLINE_REASONS`) Swan's monitoring stops training for
-    during a request, or None."""
+def decline_kind(state: PhoneState, p: SwanParams, request: bool = False) -> str | None:
+    """The kind of reason (`policy.base.DECLINE_REASONS`) Swan's monitoring declines for, the
+    battery first, or None. During a request only the battery counts; a new request (``request``)
+    also needs an idle phone (`SwanParams.idle_requests_only`)."""
     if state.battery_temp_c is not None and state.battery_temp_c > p.max_battery_temp_c:
         return "battery_hot"
     if not state.charging and state.battery_pct is not None and state.battery_pct < p.min_battery_pct:
         return "battery_low"
+    if request and p.idle_requests_only and not state.idle:
+        return "owner_active"
     return None
 
 
@@ -200,7 +190,7 @@ class Swan(Policy):
         self.rung = len(self.ladder) - 1
 
     def accept(self, state: PhoneState) -> bool:
-        return self._monitor(state, request_decline_reason(state, self.params))
+        return self._monitor(state, decline_reason(state, self.params, request=True))
 
     def admit(self, state: PhoneState) -> bool:
         return self._monitor(state, decline_reason(state, self.params))
@@ -213,7 +203,7 @@ class Swan(Policy):
         return ok
 
     def why_declined(self, state: PhoneState) -> str:
-        return request_decline_kind(state, self.params) or "other"
+        return decline_kind(state, self.params, request=True) or "other"
 
     def can_explore(self, state: PhoneState) -> bool:
         """The paper explores only while the phone is idle and discharging."""
