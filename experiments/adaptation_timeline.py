@@ -1,5 +1,6 @@
 """Swan adapting to its owner: it explores while the phone is idle, steps down when an app
-competes for its cores, and back up two minutes after the app has gone.
+competes for its cores, takes no new request while the owner uses the phone, and steps back
+up two minutes after its last step down.
 
 A Pixel 3 trains ResNet-34 (requests of 20 batches, FedScale's local round); after about two
 minutes the owner runs the Work-like benchmark (a foreground app whose photo and video
