@@ -9,8 +9,8 @@ that run left it (what it explored, it keeps), trains on an idle phone in reques
 task's federated local steps (`dnn.tasks.Task.fl_local_steps`, as a deployment sends them),
 and after `scenarios.WARMUP_S` the owner picks the phone up and runs the Work-like benchmark,
 against the same phone running the benchmark without training. A policy that takes requests
-only on an idle phone (Swan) trains during the benchmark until the request in flight ends. ``sets`` sweep profile figures by
-dotted path (`swansim.session.overrides`); each gets a column.
+only on an idle phone (Swan) trains during the benchmark until the request in flight ends.
+``sets`` sweep profile figures by dotted path (`swansim.session.overrides`); each gets a column.
 
 The oracle's knowledge (every choice's true latency, per device, model and swept figures) is
 measured first. All runs go over `swansim.pool.run_all`; finished rows are written to
@@ -26,7 +26,6 @@ from pathlib import Path
 import pandas as pd
 
 from swansim import checks
-
 from swansim.dnn.tasks import task
 from swansim.errors import InputError
 from swansim.hw.profile import DEFAULT_DEVICE, Catalogue
