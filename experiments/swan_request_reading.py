@@ -56,10 +56,11 @@ def main(argv=None) -> int:
     for d, m, _ in tasks[::2]:
         RunConfig(device=d, model=m, policy="swan").check(cat)      # one line for a bad name, before any run
     rows = run_all(drop, tasks, args.jobs, desc="runs", labels=[f"{d} {m} {f}" for d, m, f in tasks])
-    t = pd.DataFrame(rows).pivot_table(index=["device", "model"], columns="idle_requests_only",
-                                       values="ux_score_drop_pct", sort=False)
-    print("Swan's Work-like score drop (%) by reading of the monitoring rule (idle_requests_only)")
-    print(t[[True, False]].to_string(float_format=lambda x: f"{x:.1f}"))
+    df = pd.DataFrame(rows)
+    df["reading"] = df["idle_requests_only"].map({True: "idle phone only", False: "whenever the battery allows"})
+    t = df.pivot_table(index=["device", "model"], columns="reading", values="ux_score_drop_pct", sort=False)
+    print("Swan's Work-like score drop (%) by reading of its monitoring rule (SwanParams.idle_requests_only)")
+    print(t[["idle phone only", "whenever the battery allows"]].to_string(float_format=lambda x: f"{x:.1f}"))
     return 0
 
 
