@@ -7,8 +7,10 @@ first (Swan long enough to explore every choice of its space, in requests of 3 b
 default a few seconds), then, as that left it, takes the task's federated requests on the
 idle phone, and 30 s later the owner picks the phone up and runs the Work-like benchmark
 (Swan takes requests only on an idle phone: the one under way runs on, under its
-adaptation); the drop is against the same phone running the benchmark alone (positive: the owner loses). Printed: every cell, each
-phone's mean over the tasks, and Swan's drop as a share of the default's.
+adaptation); the drop is against the same phone running the benchmark alone (positive: the
+owner loses). Printed: every cell, each phone's mean over the tasks, and Swan's drop as a
+share of the default's. experiments/swan_request_reading.py shows Swan's drop under the other
+reading of its monitoring rule.
 
     .venv/bin/python experiments/owner_table3.py [--jobs N] [--devices a,b] [--models a,b]
                                                             # -> results/owner_table3/
