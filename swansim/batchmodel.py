@@ -98,9 +98,18 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
     cfg = DeviceConfig(seed=key.seed, governor=key.governor, placement=key.placement,
                        thermal_governor="off", frozen_temps=True, screen_on=key.foreground is not None)
     dev = Device(spec, cfg)
-    if key.caps_mhz is not None:
-        for policy, cap in zip(dev.cpufreq, key.caps_mhz):
-            policy.set_cap(cap)
+
+    def cap() -> None:
+        for policy, mhz in zip(dev.cpufreq, key.caps_mhz):
+            policy.set_cap(mhz)
+
+    # Caps come from throttling a job that is already running: they arrive after the first
+    # warm-up batch, so the measured batches see the threads where the uncapped job put them
+    # (an unpinned team's placement carries over; a job started under the caps can settle
+    # elsewhere). A key without warm-up is a cold start: capped from the outset.
+    late = key.caps_mhz is not None and key.warmup > 0
+    if key.caps_mhz is not None and not late:
+        cap()
     idle_floor_w = dev.platform.idle_floor_w
     if key.foreground is not None:
         from swansim.apps.appmodels import load_app_table
@@ -119,7 +128,14 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
     if key.warmup == 0:
         mark()
     ends = {key.warmup - 1, key.warmup + key.batches - 1}
-    job.on_batch = lambda row, _layers: mark() if row[0] in ends else None
+
+    def on_batch(row, _layers) -> None:
+        if late and row[0] == 0:
+            cap()
+        if row[0] in ends:
+            mark()
+
+    job.on_batch = on_batch
     dev.env.run(until=job.process)
     (t0, e0, b0), (t1, e1, b1) = marks[0], marks[-1]
     n, span = key.batches, t1 - t0
