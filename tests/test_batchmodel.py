@@ -106,6 +106,17 @@ def test_fast_forward_matches_full_simulation_through_throttling(ambient_c, preh
     assert ff.platform.thermal.temp_c == pytest.approx(polled.platform.thermal.temp_c, abs=0.01)
 
 
+def test_a_keyed_batchs_caps_arrive_on_a_running_job():
+    """Throttling caps a job that is already running, so a capped key is measured that way. The
+    default's unpinned team on a Pixel 3 started under a big-cluster cap of 1689.6 MHz settled
+    off the little cores (3.0 s a batch, where the running job keeps 0.85 s): one OPP more or
+    less of little-cluster cap must not move the batch by more than its clocks do."""
+    default = pytorch_default(PIXEL3.soc)
+    lat = [simulate_batch(BatchKey("pixel3", "resnet34", default, caps_mhz=caps), record_layers=False).latency_s
+           for caps in ((1766.4, 1689.6), (1689.6, 1689.6))]
+    assert lat[0] == pytest.approx(lat[1], rel=0.05)
+
+
 def test_held_power_is_integrated_exactly():
     """Replaying a power vector measured at the present temperatures changes nothing: energy is
     power x time; with temperatures frozen, leakage is not rescaled either."""
