@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 
 import pandas as pd
 
+from owner_table3 import EXPLORE_S   # the same exploration span as the table itself
 from swansim import checks
 from swansim.cli import guarded
-from swansim.dnn.tasks import SWAN_TASKS, task
+from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import Catalogue
 from swansim.pool import run_all
-from swansim.runs.scenarios import WARMUP_S
+from swansim.runs.compare import benchmark_config
 from swansim.session.phone import RunConfig, run_policy
 
 DEVICES = ("pixel3", "galaxy-s10e", "oneplus8")
-# simulated seconds on the idle phone for Swan to explore every choice (as owner_table3.py)
-EXPLORE_S = {"resnet34": 75.0, "shufflenet_v2_x2_0": 520.0, "mobilenet_v2": 620.0}
 
 
 def drop(device: str, model: str, idle_requests_only: bool) -> dict:
@@ -36,9 +34,7 @@ def drop(device: str, model: str, idle_requests_only: bool) -> dict:
     rc = RunConfig(device=device, model=model, policy="swan", duration_s=EXPLORE_S[model], request_batches=3,
                    policy_args=(("idle_requests_only", idle_requests_only),))
     explored = run_policy(rc).policy
-    ux = replace(rc, duration_s=None, bench_at_s=WARMUP_S, screen_on=False,
-                 request_batches=task(model).fl_local_steps)
-    s = run_policy(ux, policy=explored).summary
+    s = run_policy(benchmark_config(rc), policy=explored).summary
     return {"device": device, "model": model, "idle_requests_only": idle_requests_only,
             "ux_score_drop_pct": s["ux_score_drop_pct"], "declined_owner_active": s["declined_owner_active"]}
 

@@ -512,6 +512,16 @@ def _check_rc_partial(path: Path, rc: RCNetwork, heat_nodes: list[str]) -> None:
             raise InputError(path, "thermal_rc.capacity_j_per_k", f"missing node {n!r}")
 
 
+def _named_tables(t: SourcedTable, key: str, known, what: str, label: str):
+    """(name, sub-table) for each table under the optional table ``key``; a name not in
+    ``known`` is an InputError: "unknown <what> (<label>: <the known names>)"."""
+    sub = t.sub(key, required=False, sourced=False)
+    for name in (sub.data if sub else {}):
+        if name not in known:
+            raise sub.err(name, f"unknown {what} ({label}: {', '.join(known)})")
+        yield name, sub.sub(name)
+
+
 def _kernel(t: SourcedTable, soc: SocSpec) -> KernelSpec:
     """Read a device's `[kernel]` table (schema: device_profiles/README.md)."""
     n_bounds = len(soc.clusters) - 1
@@ -529,21 +539,13 @@ def _kernel(t: SourcedTable, soc: SocSpec) -> KernelSpec:
     if g_down > g_up:
         raise t.err("sched_group_downmigrate_pct", f"{g_down} is above sched_group_upmigrate_pct ({g_up})")
     stune = {}
-    st = t.sub("schedtune", required=False, sourced=False)
-    for name in (st.data if st else {}):
-        if name not in ANDROID_GROUPS:
-            raise st.err(name, f"unknown Android group (known: {', '.join(ANDROID_GROUPS)})")
-        g = st.sub(name)
+    for name, g in _named_tables(t, "schedtune", ANDROID_GROUPS, "Android group", "known"):
         stune[name] = StuneGroup(boost_pct=g.num("boost_pct", -100, 100, "%") if "boost_pct" in g.data else 0.0,
                                  prefer_idle=g.flag("prefer_idle", False), colocate=g.flag("colocate", False))
         g.done()
     names = {c.name: c for c in soc.clusters}
     ctl = []
-    cc = t.sub("core_ctl", required=False, sourced=False)
-    for name in (cc.data if cc else {}):
-        if name not in names:
-            raise cc.err(name, f"unknown cluster (the SoC's: {', '.join(names)})")
-        c = cc.sub(name)
+    for name, c in _named_tables(t, "core_ctl", names, "cluster", "the SoC's"):
         n = len(names[name].cpus)
         item = CoreCtlCluster(
             cluster=name, min_cpus=c.int("min_cpus", 0, n),
@@ -556,11 +558,7 @@ def _kernel(t: SourcedTable, soc: SocSpec) -> KernelSpec:
         c.done()
         ctl.append(item)
     floors = {}
-    cf = t.sub("cpufreq", required=False, sourced=False)
-    for name in (cf.data if cf else {}):
-        if name not in names:
-            raise cf.err(name, f"unknown cluster (the SoC's: {', '.join(names)})")
-        c = cf.sub(name)
+    for name, c in _named_tables(t, "cpufreq", names, "cluster", "the SoC's"):
         opps = names[name].opp_freq_mhz
         floors[name] = c.num("scaling_min_freq_mhz", opps[0], opps[-1], "MHz")
         c.done()

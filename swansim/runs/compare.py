@@ -120,10 +120,15 @@ def _row(cfg: CompareConfig, rc: RunConfig, oracle: dict | None) -> dict:
     row = {"device": rc.device, "model": rc.model, "policy": rc.policy, **dict(rc.overrides),
            **{k: s[k] for k in cfg.metrics() if k in s}}
     if cfg.ux:
-        ux = replace(rc, trace=None, user=None, synthetic=False, start_s=None, duration_s=None,
-                     bench_at_s=WARMUP_S, screen_on=False, request_batches=task(rc.model).fl_local_steps)
-        row["ux_score_drop_pct"] = run_policy(ux, policy=r.policy).summary["ux_score_drop_pct"]
+        row["ux_score_drop_pct"] = run_policy(benchmark_config(rc), policy=r.policy).summary["ux_score_drop_pct"]
     return row
+
+
+def benchmark_config(rc: RunConfig) -> RunConfig:
+    """The owner's benchmark run after ``rc`` (module doc): an idle phone with no trace, the
+    task's federated requests, the Work-like benchmark at `scenarios.WARMUP_S`."""
+    return replace(rc, trace=None, user=None, synthetic=False, start_s=None, duration_s=None,
+                   bench_at_s=WARMUP_S, screen_on=False, request_batches=task(rc.model).fl_local_steps)
 
 
 def compare_frame(cfg: CompareConfig, out: Path | str | None = None, jobs: int | None = None,
