@@ -9,6 +9,7 @@ same config gives the same run anywhere.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -126,6 +127,10 @@ class Device:
             for proc, ms in zip(e.processes, e.periods_ms):
                 self._pollers.append(_Poller(proc, ms / 1000.0, lambda b, ms=ms: e.quiet(b, ms), e.skipped))
         self._polls_per_s = sum(1.0 / p.period_s for p in self._pollers)
+        # polls skipped ahead of the present (`skip_quiet`): id(event) -> (event, the time the
+        # skipped run of its polls began, how many were skipped, its poller)
+        self._skips: dict[int, tuple] = {}
+        self.platform.on_power_change.append(self._unskip)
         self.battery: Battery | None = None
         if spec.battery_capacity_j is not None:
             try:
@@ -158,54 +163,99 @@ class Device:
             self.sched.sync()
             self.battery.set_charging(on, charger_power_w)
 
-    def skip_quiet(self, until_s: float) -> bool:
+    def skip_quiet(self, until_s: float, ahead_s: float | None = None) -> bool:
         """With the power held (the batch model's fast-forward), skip the thermal polls due
-        before ``until_s`` - or before the first other event, if earlier - when none of them
-        could change anything: the node temperatures' bounds over the stretch
+        before ``ahead_s`` (default ``until_s``) - or before the first other event, if earlier -
+        when none of them could change anything: the node temperatures' bounds over the stretch
         (`Platform.held_temp_bounds`) keep every poller's readings where its caps, levels and
         status stay (`ThermalZone.quiet`, `ThermalEngine.quiet`). Each poller's sleep is moved
         to its last poll in the stretch, which runs as usual (so its readings are that
         instant's); the ones before it are counted as skipped. The phone is integrated up to
-        the first queued event in steps that keep its leakage following its temperature.
+        the first queued event or ``until_s``, whichever is first, in steps that keep its
+        leakage following its temperature.
+
+        ``ahead_s`` past ``until_s`` is a bet that the power stays held that long (the batches
+        of a request to come): if the held power, the screen or the charger's loss changes
+        first, every poll still postponed goes back to its own schedule and counts as run, not
+        skipped (`_unskip`). Each mode of the RC network moves monotonically while the power is
+        held, so the bounds over the whole stretch hold over any part of it that ran.
         Returns False when there was nothing to skip or the stretch is not quiet."""
         env, platform = self.env, self.platform
         now = env.now
-        if (until_s - now) * self._polls_per_s < QUIET_MIN_SKIPS or now < self._quiet_retry_s \
-                or env.instant_busy or not platform.held:
-            return False   # too short to be worth it, or not worth trying yet
+        if now < self._quiet_retry_s or not platform.held:
+            return False   # not worth trying yet, or nothing held
+        env.end_instant()   # as stepping would first
+        if env.instant_busy:
+            return False
         sleeping = {id(p.process.target): p for p in self._pollers
                     if isinstance(p.process.target, simpy.events.Timeout)}
-        horizon, due = until_s, []
+        if id(env.head()) not in sleeping:
+            return False   # something else happens before any poll
+        other, due = math.inf, []
         for t, eid, ev in env.queued():
             p = sleeping.get(id(ev))
             if p is None:
-                horizon = min(horizon, t)
+                other = min(other, t)
             else:
                 due.append((eid, t, ev, p))
-        moves = []
-        for eid, t, ev, p in sorted(due):
-            last, n = t, 0
-            while last + p.period_s < horizon:   # the same sums as the process's own sleeps
-                last += p.period_s
-                n += 1
-            if t < horizon and n:
-                moves.append((ev, last, n, p))
-        if sum(n for _, _, n, _ in moves) < QUIET_MIN_SKIPS:
-            return False
-        if platform.held_temp_bounds(horizon - now, QUIET_MARGIN_C,
-                                     lambda b: all(p.quiet(b) for _, _, _, p in moves)) is None:
-            self._quiet_retry_s = now + self._quiet_backoff_s
-            self._quiet_backoff_s = min(2.0 * self._quiet_backoff_s, QUIET_RETRY_MAX_S)
+        due.sort()
+        # the bet first; if that stretch is not quiet, this batch's alone
+        tried = False
+        for end in dict.fromkeys((until_s if ahead_s is None else max(until_s, ahead_s), until_s)):
+            horizon = min(end, other)
+            if (horizon - now) * self._polls_per_s < QUIET_MIN_SKIPS:
+                continue   # too short to be worth it
+            moves = []
+            for eid, t, ev, p in due:
+                last, n = t, 0
+                while last + p.period_s < horizon:   # the same sums as the process's own sleeps
+                    last += p.period_s
+                    n += 1
+                if t < horizon and n:
+                    moves.append((ev, t, last, n, p))
+            if sum(move[3] for move in moves) < QUIET_MIN_SKIPS:
+                continue
+            tried = True
+            if platform.held_temp_bounds(horizon - now, QUIET_MARGIN_C,
+                                         lambda b: all(move[4].quiet(b) for move in moves)) is not None:
+                break
+        else:
+            if tried:   # found not quiet
+                self._quiet_retry_s = now + self._quiet_backoff_s
+                self._quiet_backoff_s = min(2.0 * self._quiet_backoff_s, QUIET_RETRY_MAX_S)
             return False
         self._quiet_backoff_s = QUIET_RETRY_S
-        for ev, last, n, p in moves:
-            env.postpone(ev, last)
+        skips = {k: v for k, v in self._skips.items() if not v[0].processed}
+        for ev, t, last, n, p in moves:
+            env.reschedule(ev, last)
             p.skipped(n)
             self.n_skipped_polls += n
-        self._integrate_held(env.peek())
+            _, t0, n0, _ = skips.get(id(ev), (ev, t, 0, p))   # skipped ahead before: from where it began
+            skips[id(ev)] = (ev, t0, n0 + n, p)
+        self._skips = skips
+        self.integrate_held(min(env.peek(), until_s))
         return True
 
-    def _integrate_held(self, until_s: float) -> None:
+    def _unskip(self) -> None:
+        """The power changed: every poll skipped ahead of now is due again on its own schedule
+        (its process's sleeps from where its skip began), and counts as not skipped."""
+        if not self._skips:
+            return
+        now = self.env.now
+        for ev, t, n, p in self._skips.values():
+            if ev.processed:
+                continue
+            k = 0
+            while t < now and k < n:   # the same sums as the process's own sleeps
+                t += p.period_s
+                k += 1
+            if k < n:
+                self.env.reschedule(ev, t)
+                p.skipped(k - n)
+                self.n_skipped_polls -= n - k
+        self._skips.clear()
+
+    def integrate_held(self, until_s: float) -> None:
         """Advance to ``until_s`` (nothing is queued before it) in steps over which no cluster's
         temperature moves more than about QUIET_STEP_C."""
         env, platform = self.env, self.platform

@@ -106,6 +106,45 @@ def test_fast_forward_matches_full_simulation_through_throttling(ambient_c, preh
     assert ff.platform.thermal.temp_c == pytest.approx(polled.platform.thermal.temp_c, abs=0.01)
 
 
+def test_polls_skipped_on_a_bet_that_fails_run_again_on_their_own_schedule():
+    """A fast-forward skips quiet polls over the batches its caller expects next (``ahead``).
+    When the power changes first - the screen comes on after 3 of 60 expected batches, then
+    another plan runs - the polls still ahead go back to their own schedule and count as run:
+    the phone then polls, and ends, as one that ran every poll."""
+    soc = PIXEL3.soc
+    memo = BatchModel()
+    # then ResNet-34 on a little core: a phone that warms slowly (heating at several degrees a
+    # second, the one-second polls integrate coarser than a skip's steps, which would be tested)
+    one, other = BatchKey("pixel3", "shufflenet_v2_x2_0", parse_choice("4", soc)), \
+        BatchKey("pixel3", "resnet34", parse_choice("0", soc))
+    for key in (one, other):
+        memo.cost(key)
+
+    def run(skip: bool):
+        dev = Device(PIXEL3)
+        ff = FastForward(dev, memo, one, skip_quiet=skip)
+        for _ in range(3):
+            ff.run_batch(one, ahead=60)
+        skipped = dev.n_skipped_polls
+        dev.platform.set_screen(True)
+        polls = sorted(t for t, _, ev in dev.env.queued() if any(ev is p.process.target for p in dev._pollers))
+        for i in range(20):
+            ff.run_batch(other, ahead=19 - i)
+        ff.release()
+        dev.sched.sync()
+        return dev, skipped, polls
+
+    (bet, skipped, bet_polls), (polled, _, polled_polls) = run(True), run(False)
+    assert skipped >= 8   # the bet skipped polls beyond the batches that ran
+    assert bet_polls == pytest.approx(polled_polls, abs=1e-9)   # back on their schedule
+    assert bet.thermal.n_polls == polled.thermal.n_polls
+    assert bet.thermal_engine.n_samples == polled.thermal_engine.n_samples
+    assert [(x.time_s, x.new_mhz) for x in bet.thermal.cap_log] == [(x.time_s, x.new_mhz) for x in polled.thermal.cap_log]
+    assert bet.env.now == polled.env.now
+    assert bet.platform.total_energy_j == pytest.approx(polled.platform.total_energy_j, rel=1e-4)
+    assert bet.platform.thermal.temp_c == pytest.approx(polled.platform.thermal.temp_c, abs=0.01)
+
+
 def test_a_keyed_batchs_caps_arrive_on_a_running_job():
     """Throttling caps a job that is already running, so a capped key is measured that way. The
     default's unpinned team on a Pixel 3 started under a big-cluster cap of 1689.6 MHz settled

@@ -486,7 +486,7 @@ def test_demo_command_writes_what_its_manifest_lists_and_reruns_byte_identical(s
     assert {f.split("/")[0] for f in manifest["files"]} == {p.name for p in a.iterdir()} - {"manifest.json"}
     assert {"landscape-resnet34.csv", "landscapes.png", "thermal-big.png", "thermal-summary.csv", "ux.csv",
             "policies.csv", "fleet/summary.csv", "fleet.png", "fleet/batch-memo.pkl",
-            "fleet/checkpoints/swan.pkl"} <= set(manifest["files"])
+            "fleet/checkpoints/swan.log"} <= set(manifest["files"])
     assert manifest["seed"] == 0 and manifest["git_commit"] is not None and "wall_s" in manifest
     assert "sdm845" in " ".join(manifest["profiles_sha256"])
     for f in manifest["files"]:

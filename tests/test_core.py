@@ -314,13 +314,15 @@ def test_advance_to_is_run_until_without_a_stop_event(delays, until):
     assert logs[0] == logs[1]
 
 
-def test_a_postponed_event_fires_at_its_new_time_and_never_earlier():
+def test_a_rescheduled_event_fires_at_its_new_time_and_never_in_the_past():
     env = Environment()
     fired = []
     ev = env.timeout(1.0)
     ev.callbacks.append(lambda _ev: fired.append(env.now))
-    env.postpone(ev, 2.5)
-    with pytest.raises(ValueError, match="before"):
-        env.postpone(ev, 2.0)
+    env.reschedule(ev, 2.5)
+    env.advance_to(0.5)
+    with pytest.raises(ValueError, match="before now"):
+        env.reschedule(ev, 0.4)
+    env.reschedule(ev, 2.0)   # brought forward again
     env.run(until=3.0)
-    assert fired == [2.5]
+    assert fired == [2.0]

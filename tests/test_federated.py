@@ -28,7 +28,7 @@ from swansim.federated.population import SIZE_MIN, Population, default_devices
 from swansim.federated.network import download_s, upload_s
 from swansim.federated.rounds import (EMPTY_ROUND_S, LocalOutcome, PolicyRun, RoundSettings, SerialExecutor, WorkContext,
                                   _Work, close_round)
-from swansim.federated.fleet import FleetConfig, run_fleet
+from swansim.federated.fleet import FleetConfig, checkpoint_state, run_fleet
 from swansim.hw.profile import Catalogue
 
 HOUR = 3600.0
@@ -220,6 +220,27 @@ def test_timeline_changes_list_every_traced_change():
     tl = one_phone(DAY).timeline(0, 0.0)
     times = [s.time_s for s in tl.changes(5 * HOUR, 21 * HOUR)]
     assert times == [5 * HOUR, 6 * HOUR, 12 * HOUR, 14 * HOUR, 20 * HOUR, 20 * HOUR + 600]
+
+
+@FAST
+@given(times=st.lists(st.floats(0, 3 * DAY_S), min_size=1, max_size=12),
+       lengths=st.lists(st.floats(0.1, 4 * HOUR), min_size=12, max_size=12))
+# a change the trace time reached by subtraction lands one rounding step short of: the next
+# change after it was itself, and listing the changes never ended
+@example(times=[219735.998], lengths=[600.0] * 12)
+def test_the_fleets_owner_answers_as_the_trace_does(pop, times, lengths):
+    """The fast-forward's owner looks a traced state up once per stretch between the trace's
+    changes: it must give what the trace gives at every time, in any order of questions."""
+    from swansim.federated.local import _TimelineOwner, _active
+
+    tl = pop.timeline(1, 0.0)
+    owner = _TimelineOwner(tl)
+    for t, dt in zip(sorted(times) + times, lengths + lengths):
+        assert tl.next_change_s(t) > t
+        got, want = owner.state_at(t), tl.state_at(t)
+        assert (got.battery_pct, got.charging, got.screen_on, got.app) == \
+            (want.battery_pct, want.charging, want.screen_on, want.app)
+        assert owner.changed(t, t + dt) == any(_active(c) for c in tl.changes(t, t + dt))
 
 
 @FAST
@@ -518,7 +539,7 @@ def test_training_that_drains_the_battery_loses_clients_to_the_loan(tmp_path):
     assert burn["clients_online"].iloc[-1] < steady["clients_online"].iloc[-1]
     # Energy conservation across the run: what the rounds charged is what the loans borrowed.
     for policy, rows in (("burn", burn), ("steady", steady)):
-        state = pickle.loads(pickle.loads((tmp_path / "burn" / "checkpoints" / f"{policy}.pkl").read_bytes())["state"])
+        state = checkpoint_state(tmp_path / "burn", policy)
         assert rows["energy_j"].sum() == pytest.approx(state.loan["borrowed_j"].sum(), rel=1e-9)
         assert state.loan["borrowed_j"].sum() - state.loan["repaid_j"].sum() == \
             pytest.approx(state.loan["loan_j"].sum(), rel=1e-9, abs=1e-6)
@@ -556,11 +577,11 @@ def _files(d: Path) -> dict[str, bytes]:
 
 
 def test_the_coordinator_pools_reports_per_phone_model_from_the_next_round(tmp_path):
-    from swansim.federated.fleet import _checkpoint_path, build_population
+    from swansim.federated.fleet import build_population
 
     cfg = small_config(policies=("sharing",), rounds=3)
     run_fleet(cfg, make_cost, tmp_path / "on", progress=False)
-    st = pickle.loads(pickle.loads(_checkpoint_path(tmp_path / "on", "sharing").read_bytes())["state"])
+    st = checkpoint_state(tmp_path / "on", "sharing")
     pop = build_population(cfg)
     assert st.shared and set(st.shared) <= set(pop.devices)
     model = {i: pop.devices[pop.device_idx[i]] for i in range(len(pop))}
@@ -643,7 +664,7 @@ def test_a_run_killed_with_sigkill_resumes_to_the_uninterrupted_result(tmp_path)
     cut = tmp_path / "cut"
     proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, str(cut), str(Path(__file__).parent)])
     deadline = time.monotonic() + 60
-    while not (cut / "checkpoints" / "steady.pkl").exists() and time.monotonic() < deadline and proc.poll() is None:
+    while not (cut / "checkpoints" / "steady.log").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
     time.sleep(0.1)   # into the next round
     proc.send_signal(signal.SIGKILL)
@@ -665,7 +686,7 @@ def test_a_checkpoint_with_any_byte_changed_is_refused_or_resumes_right(tmp_path
     run_fleet(cfg, make_cost, whole, progress=False)
     cut = base / "cut"
     run_fleet(replace(cfg, rounds=2), make_cost, cut, progress=False)
-    path = cut / "checkpoints" / "sharing.pkl"
+    path = cut / "checkpoints" / "sharing.log"
     data = bytearray(path.read_bytes())
     data[int(at * len(data))] ^= mask
     path.write_bytes(bytes(data))
@@ -699,27 +720,54 @@ def _fleet_two(tmp_path: Path, name: str = "d"):
 
 @pytest.mark.parametrize("damage, field", [
     ("swap", "policy"),            # steady's checkpoint copied over sharing's
-    ("flip", "state_sha256"),      # bits of the state changed under a valid header
-    ("foreign", "format"),         # another pickle in its place
-    ("garbage", "checkpoint"),     # not a pickle at all
+    ("flip", "sha256"),            # a bit of a round's record changed
+    ("foreign", "format"),         # a log of another format in its place
+    ("garbage", "checkpoint"),     # not a log at all
 ])
 def test_a_resume_checks_what_it_resumes(tmp_path, damage, field):
+    from swansim.federated.checkpoint import _frame
+
     cfg, out = _fleet_two(tmp_path)
-    steady, sharing = (out / "checkpoints" / f"{p}.pkl" for p in ("steady", "sharing"))
+    steady, sharing = (out / "checkpoints" / f"{p}.log" for p in ("steady", "sharing"))
     if damage == "swap":
         sharing.write_bytes(steady.read_bytes())
     elif damage == "flip":
-        saved = pickle.loads(sharing.read_bytes())
-        blob = bytearray(saved["state"])
-        blob[len(blob) // 2] ^= 0x40
-        sharing.write_bytes(pickle.dumps({**saved, "state": bytes(blob)}))
+        data = bytearray(sharing.read_bytes())
+        data[-20] ^= 0x40             # inside the last round's record
+        sharing.write_bytes(bytes(data))
     elif damage == "foreign":
-        sharing.write_bytes(pickle.dumps({"something": "else"}))
+        sharing.write_bytes(_frame(pickle.dumps({"format": 1, "something": "else"})))
     else:
         sharing.write_bytes(b"\x00not a pickle")
     with pytest.raises(InputError) as e:
         run_fleet(replace(cfg, rounds=3), make_cost, out, progress=False)
-    assert e.value.field == field and "sharing.pkl" in str(e.value)
+    assert e.value.field == field and "sharing.log" in str(e.value)
+
+
+def test_a_round_appends_what_it_changed_and_an_unfinished_append_is_dropped(tmp_path):
+    """The checkpoint grows by a round's changes, not by the whole state, and is written afresh
+    once those outweigh the state; an append cut short (a process killed while writing) is
+    dropped and the run resumes to the uninterrupted result."""
+    cfg = small_config(policies=("sharing",), rounds=4)
+    run_fleet(cfg, make_cost, tmp_path / "whole", progress=False)
+    cut = tmp_path / "cut"
+    log = cut / "checkpoints" / "sharing.log"
+    sizes = []
+    for r in (1, 2, 3):
+        run_fleet(replace(cfg, rounds=r), make_cost, cut, progress=False)
+        sizes.append(log.stat().st_size)
+        if r == 2:
+            data = log.read_bytes()
+    assert sizes[1] - sizes[0] < sizes[0]   # round 2 appended less than the whole state
+    assert sizes[2] < sizes[1]              # round 3's changes would have outweighed it: afresh
+    log.write_bytes(data[:(sizes[0] + sizes[1]) // 2])   # round 2's record half written
+    assert checkpoint_state(cut, "sharing").round == 1
+    run_fleet(cfg, make_cost, cut, progress=False)
+    assert (cut / "rounds.csv").read_bytes() == (tmp_path / "whole" / "rounds.csv").read_bytes()
+    whole, resumed = checkpoint_state(tmp_path / "whole", "sharing"), checkpoint_state(cut, "sharing")
+    assert resumed.round == whole.round == 4 and resumed.carry == whole.carry and resumed.shared == whole.shared
+    for k in whole.loan:
+        assert np.array_equal(resumed.loan[k], whole.loan[k])
 
 
 def test_a_resume_refuses_an_edited_trace(tmp_path):

@@ -160,15 +160,14 @@ class UserTraces:
         base = math.floor(local_s / d) * d
         tau = local_s - base
         cands = [d]  # the wrap
-        lo, hi = self.row_ptr[user], self.row_ptr[user + 1]
-        i = lo + np.searchsorted(self.time_s[lo:hi], tau, side="right")
-        if i < hi:
-            cands.append(float(self.time_s[i]))
-        lo, hi = self.ses_ptr[user], self.ses_ptr[user + 1]
-        for arr in (self.ses_start_s, self.ses_end_s):
-            j = lo + np.searchsorted(arr[lo:hi], tau, side="right")
-            if j < hi:
-                cands.append(float(arr[j]))
+        for arr, lo, hi in ((self.time_s, self.row_ptr[user], self.row_ptr[user + 1]),
+                            (self.ses_start_s, self.ses_ptr[user], self.ses_ptr[user + 1]),
+                            (self.ses_end_s, self.ses_ptr[user], self.ses_ptr[user + 1])):
+            i = lo + np.searchsorted(arr[lo:hi], tau, side="right")
+            while i < hi and base + arr[i] <= local_s:   # tau lost a rounding step: strictly after
+                i += 1
+            if i < hi:
+                cands.append(float(arr[i]))
         return base + min(cands)
 
     def segments(self, user: int, u0_s: float, u1_s: float) -> Iterator[Segment]:

@@ -7,13 +7,14 @@ rounds over the same population and task, and writes into ``out_dir``:
 * ``summary.csv``: one row per policy (:func:`~swansim.federated.rounds.summarize`);
 * ``manifest.json``: the config, the seed, the population's make-up, and what
   :func:`swansim.results.write_manifest` adds (version, commit, when);
-* ``checkpoints/<policy>.pkl``: written after every completed round (the clients' carries stay
-  pickled between rounds, so a round re-pickles only the clients that trained). Run the same config into
+* ``checkpoints/<policy>.log``: every completed round appends what it changed
+  (`swansim.federated.checkpoint`: the clients that trained, the loans and cursors that moved,
+  the round's row), so a round writes kilobytes, not the whole state. Run the same config into
   the same directory again and it continues from each policy's last completed round; the
   results equal those of an uninterrupted run. Raising ``rounds`` continues a finished run. A
   checkpoint carries its run's identity - the policy, every config field, the trace's content
-  digest, the code and profiles' fingerprint - and its state's sha256: one of another run, of
-  another policy, of changed code or an edited trace, or whose bytes changed, is refused with
+  digest, the code and profiles' fingerprint - and every record its sha256: one of another run,
+  of another policy, of changed code or an edited trace, or whose bytes changed, is refused with
   one line naming the file and what differs.
 
 While a run writes its directory it holds ``.lock`` there (its process id): a second run into
@@ -32,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import pickle
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,6 +47,7 @@ from swansim.apps.synth import MAX_DAYS, MAX_USER_DAYS
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
 from swansim.federated import fedavg
+from swansim.federated.checkpoint import Checkpoint
 from swansim.federated.energy import CRITICAL_PCT
 from swansim.federated.network import model_bytes
 from swansim.federated.population import SHIFTS, Population, base_trace, base_users_needed
@@ -56,10 +57,9 @@ from swansim.hw.profile import Catalogue
 from swansim.options import option
 from swansim.policy.base import policy_names
 from swansim.pool import new_pool, stop_pool
-from swansim.results import DirLock, sha256_of, write_bytes, write_csv, write_manifest
+from swansim.results import DirLock, sha256_of, write_csv, write_manifest
 
 WHERE = "fleet config"
-CHECKPOINT_FORMAT = 4
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -342,7 +342,7 @@ def _executor(ctx: WorkContext, jobs: int, dask_address: str | None):
 
 
 def _checkpoint_path(out: Path, policy: str) -> Path:
-    return out / "checkpoints" / f"{policy}.pkl"
+    return out / "checkpoints" / f"{policy}.log"
 
 
 def _config_dict(config: FleetConfig) -> dict:
@@ -370,48 +370,39 @@ def _identity(config: FleetConfig, policy: str) -> dict:
             "code": code_fingerprint()}
 
 
-def _load_checkpoint(out: Path, config: FleetConfig, policy: str, ours: dict) -> FleetState | None:
-    path = _checkpoint_path(out, policy)
-    if not path.exists():
-        return None
-    try:
-        with open(path, "rb") as f:
-            saved = pickle.load(f)
-        fmt = saved.get("format")
-    except Exception as e:  # any failure to read is a damaged file
-        raise InputError(str(path), "checkpoint", f"unreadable ({type(e).__name__}); delete it to start this policy "
-                                                  "afresh") from None
-    if fmt != CHECKPOINT_FORMAT:
-        raise InputError(str(path), "format", f"checkpoint format {fmt!r}, expected {CHECKPOINT_FORMAT}")
-    theirs = saved.get("identity", {})
-    if theirs.get("policy") != policy:
-        raise InputError(str(path), "policy", f"a checkpoint of policy {theirs.get('policy')!r}, not {policy!r}")
-    differ = [k for k in ours["config"] if k != "rounds" and theirs.get("config", {}).get(k) != ours["config"][k]]
-    if differ:
-        raise InputError(str(path), "config", f"checkpoint of another run (differs in {', '.join(differ)}); "
+def _open_checkpoint(out: Path, config: FleetConfig, policy: str, ours: dict) -> tuple[Checkpoint, FleetState | None]:
+    """The policy's checkpoint log and the state of its last whole round (None: start afresh)."""
+    log = Checkpoint(_checkpoint_path(out, policy), ours)
+    where = str(log.path)
+
+    def check(theirs: dict) -> None:
+        if theirs.get("policy") != policy:
+            raise InputError(where, "policy", f"a checkpoint of policy {theirs.get('policy')!r}, not {policy!r}")
+        differ = [k for k in ours["config"] if k != "rounds" and theirs.get("config", {}).get(k) != ours["config"][k]]
+        if differ:
+            raise InputError(where, "config", f"checkpoint of another run (differs in {', '.join(differ)}); "
                                               "use another out directory")
-    for key, what in (("trace_sha256", "the trace's content changed since"), ("code", "the simulator's code or "
-                                                                              "profiles changed since")):
-        if theirs.get(key) != ours[key]:
-            raise InputError(str(path), key, f"{what} the checkpoint was written; use another out directory")
-    blob = saved.get("state")
-    if not isinstance(blob, bytes) or hashlib.sha256(blob).hexdigest() != saved.get("state_sha256"):
-        raise InputError(str(path), "state_sha256", "the checkpoint's content does not match its digest (damaged "
-                                                    "or edited); delete it to start this policy afresh")
-    state: FleetState = pickle.loads(blob)
-    if state.round > config.rounds:
-        raise InputError(str(path), "rounds", f"checkpoint is at round {state.round}, past rounds={config.rounds}")
-    return state
+        for key, what in (("trace_sha256", "the trace's content changed since"),
+                          ("code", "the simulator's code or profiles changed since")):
+            if theirs.get(key) != ours[key]:
+                raise InputError(where, key, f"{what} the checkpoint was written; use another out directory")
+
+    try:
+        state = log.load(check)
+    except InputError:
+        raise
+    except Exception as e:  # a record that unpickles to nonsense
+        raise InputError(where, "checkpoint", f"unreadable ({type(e).__name__}); delete it to start this policy "
+                                              "afresh") from None
+    if state is not None and state.round > config.rounds:
+        raise InputError(where, "rounds", f"checkpoint is at round {state.round}, past rounds={config.rounds}")
+    return log, state
 
 
-def _save_checkpoint(out: Path, identity: dict, state: FleetState) -> None:
-    path = _checkpoint_path(out, identity["policy"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-    # written whole or not at all: an interruption leaves the previous checkpoint intact
-    write_bytes(path, pickle.dumps({"format": CHECKPOINT_FORMAT, "identity": identity,
-                                    "state_sha256": hashlib.sha256(blob).hexdigest(), "state": blob},
-                                   protocol=pickle.HIGHEST_PROTOCOL))
+def checkpoint_state(out: str | Path, policy: str) -> FleetState | None:
+    """The state a run in ``out`` left for ``policy`` (its last whole round), unchecked against
+    any config: for reading a finished run's loans, carries and pools."""
+    return Checkpoint(_checkpoint_path(Path(out), policy), {}).load()
 
 
 # ---------------------------------------------------------------- the run
@@ -451,8 +442,9 @@ def run_validated(config: FleetConfig, cost: CostFactory, out_dir: str | Path, p
 
 def _run(config: FleetConfig, out: Path, ctx: WorkContext, population: Population, test_set, jobs: int,
          dask_address: str | None, progress: bool) -> FleetResult:
-    identities = {p: _identity(config, p) for p in config.policies}
-    states = {p: _load_checkpoint(out, config, p, identities[p]) for p in config.policies}
+    logs, states = {}, {}
+    for p in config.policies:
+        logs[p], states[p] = _open_checkpoint(out, config, p, _identity(config, p))
     done = sum(s.round for s in states.values() if s is not None)
     rows: list[dict] = []
     lookups = (0, 0)
@@ -464,7 +456,7 @@ def _run(config: FleetConfig, out: Path, ctx: WorkContext, population: Populatio
                 run = PolicyRun(p, ctx, executor, config.settings(), test_set, config.critical_battery_pct, states[p])
                 while run.state.round < config.rounds:
                     row = run.play_round()
-                    _save_checkpoint(out, identities[p], run.state)
+                    logs[p].append(run.state)
                     bar.set_postfix(policy=p, accuracy=f"{row['accuracy']:.3f}", refresh=False)
                     bar.update(1)
                 rows += run.state.rows

@@ -22,6 +22,7 @@ under an app is measured with that app running (`BatchKey.foreground`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from swansim.batchmodel import BatchKey, BatchModel
@@ -131,16 +132,34 @@ class PolicyCost:
 
 class _TimelineOwner:
     """A client's trace as the fast-forward's `Owner`: its state, and whether the screen, an app
-    or the charger came on, over the fleet's clock."""
+    or the charger came on, over the fleet's clock. A traced state holds until the trace's next
+    change, so it is looked up once per stretch, not once per batch."""
 
     def __init__(self, timeline):
         self.timeline = timeline
+        self._span: tuple[float, float, ClientState | None] = (math.inf, math.inf, None)   # [t0, t1), its state
+
+    def _at(self, t_s: float) -> tuple[float, float, ClientState | None]:
+        t0, t1, state = self._span
+        if not t0 <= t_s < t1:
+            state = self.timeline.state_at(t_s)
+            t1 = self.timeline.next_change_s(t_s) if state is not None else t_s
+            self._span = (t_s, t1, state)
+        return self._span
 
     def state_at(self, t_s: float) -> ClientState:
-        return self.timeline.state_at(t_s)
+        return self._at(t_s)[2]
 
     def changed(self, t0_s: float, t1_s: float) -> bool:
-        return any(c.screen_on or c.app is not None or c.charging for c in self.timeline.changes(t0_s, t1_s))
+        _, end, state = self._at(t0_s)
+        if state is not None and t1_s <= end:
+            return _active(state)
+        return any(_active(c) for c in self.timeline.changes(t0_s, t1_s))
+
+
+def _active(s: ClientState) -> bool:
+    """The owner's screen, an app or the charger is on."""
+    return s.screen_on or s.app is not None or s.charging
 
 
 def _phone_state(s: ClientState, battery_temp_c: float | None, status: ThermalStatus, run_s: float) -> PhoneState:

@@ -95,6 +95,9 @@ class Platform:
         self._total_energy_j = 0.0
         self.time_s = 0.0
         self.probes: list[IntervalProbe] = []
+        # called when the power held for a fast-forward, the screen or the charger's loss changes
+        # (swansim.device: thermal polls skipped on the held power's account run again)
+        self.on_power_change: list[Callable[[], None]] = []
         # Heat of the charger's conversion loss (W), set by the battery; a component only with a battery.
         self.charging_loss_w = 0.0          # the charger line's power from now on
         self._charger = (0.0, 0.0, 0.0)     # (fixed W, share of the load, cap W): see set_charging_loss
@@ -145,15 +148,18 @@ class Platform:
         return self.total_power_w - self.charging_loss_w - (self._screen_w if self.screen_on else 0.0)
 
     def set_screen(self, on: bool) -> None:
-        self.screen_on = on
-        self._stale = True
+        if on != self.screen_on:
+            self.screen_on = on
+            self._power_changed()
 
     def set_charging_loss(self, loss_w: float, per_load: float = 0.0, max_w: float = math.inf) -> None:
         """The charger's loss heats the battery node from now on (no-op without a battery):
         ``loss_w`` plus ``per_load`` times the phone's load in the same interval (a charger
         carrying the load of a full cell loses a share of what it delivers), at most ``max_w``."""
-        self._charger = (loss_w, per_load, max_w) if self._has_charger else (0.0, 0.0, 0.0)
-        self._stale = True
+        charger = (loss_w, per_load, max_w) if self._has_charger else (0.0, 0.0, 0.0)
+        if charger != self._charger:
+            self._charger = charger
+            self._power_changed()
 
     def _charger_line(self, load_w: float) -> float:
         fixed, per_load, max_w = self._charger
@@ -165,11 +171,16 @@ class Platform:
         ``at_temp_c``), each core's leakage rescaled to its cluster's present temperature;
         the screen and the charger's loss stay live. `release` returns to the power model."""
         self._held = (list(power_w), at_temp_c)
-        self._stale = True
+        self._power_changed()
 
     def release(self) -> None:
         self._held = None
+        self._power_changed()
+
+    def _power_changed(self) -> None:
         self._stale = True
+        for fn in self.on_power_change:
+            fn()
 
     # -- time ---------------------------------------------------------------------------------
 

@@ -66,30 +66,41 @@ class Environment(simpy.Environment):
         """Is work deferred to the end of the current instant still to run?"""
         return bool(self._instant_end)
 
+    def head(self):
+        """The event or timer due next (None: nothing queued)."""
+        return self._queue[0][3] if self._queue else None
+
     def queued(self):
         """``(time, event id, event or timer)`` of everything queued, in no particular order."""
         return ((t, eid, ev) for t, _, eid, ev in self._queue)
 
-    def postpone(self, event: simpy.Event, t_s: float) -> None:
-        """Move a queued event (a process's sleep) to ``t_s``, no earlier than it was due."""
+    def reschedule(self, event: simpy.Event, t_s: float) -> None:
+        """Move a queued event (a process's sleep) to ``t_s``, later or earlier, but not into
+        the past."""
+        if t_s < self._now:
+            raise ValueError(f"reschedule to {t_s} s, before now ({self._now} s)")
         queue = self._queue
         for i, entry in enumerate(queue):
             if entry[3] is event:
-                if t_s < entry[0]:
-                    raise ValueError(f"postpone to {t_s} s, before the event's {entry[0]} s")
                 queue[i] = queue[-1]
                 queue.pop()
                 heapify(queue)
                 heappush(queue, (t_s, entry[1], next(self._eid), event))
                 return
-        raise ValueError("postpone: the event is not queued")
+        raise ValueError("reschedule: the event is not queued")
 
-    def step(self) -> None:
+    def end_instant(self) -> None:
+        """Run the current instant's deferred work, unless an event of this instant is still
+        queued (what `step` does first)."""
         queue = self._queue
         while self._instant_end and (not queue or queue[0][0] > self._now):
             fns, self._instant_end = self._instant_end, []
             for fn in fns:
                 fn()
+
+    def step(self) -> None:
+        self.end_instant()
+        queue = self._queue
         self.n_events += 1
         if queue and type(queue[0][3]) is FunctionType:
             # a kernel timer (`call_in`): nothing waits on it and it cannot fail, so SimPy's

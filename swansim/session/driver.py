@@ -153,7 +153,7 @@ class FastForwardDriver:
         base = BatchKey(dev.spec.name, model, self.step.default_choice, runtime=runtime, placement=placement)
         if fast_forward:   # its batches' layer times come from the memo, when a policy asks
             phone = FastForward(dev, batch_model, base)
-            self._run_batch = lambda key: (phone.run_batch(key), None)
+            self._run_batch = lambda key, ahead: (phone.run_batch(key, ahead), None)
         else:
             self._run_batch = SimulatedBatches(dev, model, runtime, seed).run_batch
         self.floor_w = dev.platform.idle_floor_w
@@ -181,7 +181,7 @@ class FastForwardDriver:
             # cold one (pool creation, clocks ramping), the others follow a batch
             key = BatchKey(dev.spec.name, self.model, plan.single or plan, runtime=self.runtime,
                            placement=self.placement, foreground=owned.app, warmup=0 if k == 0 else 1)
-            rec, layer_s = self._run_batch(key)
+            rec, layer_s = self._run_batch(key, n_batches - 1 - k)
             energy += rec.energy_j
             done += 1
             quiet = is_quiet(state, owner.changed(now, start_s + dev.env.now))
@@ -248,7 +248,7 @@ class SimulatedBatches:
             dev = self.dev
             self._app = load_app_table().app(dev.env, dev.sched, dev.spec, category, UxRecorder(), self.seed).start()
 
-    def run_batch(self, key: BatchKey) -> tuple[BatchRecord, tuple]:
+    def run_batch(self, key: BatchKey, ahead: int = 0) -> tuple[BatchRecord, tuple]:
         env = self.dev.env
         self._foreground(key.foreground)
         caps = tuple(p.cap_mhz for p in self.dev.cpufreq)
