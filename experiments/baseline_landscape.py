@@ -29,11 +29,10 @@ from swansim.cli import guarded
 from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime, with_blas
 from swansim.dnn.tasks import SWAN_TASKS
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import SWAN_PHONES, Catalogue
 from swansim.pool import run_all
 from swansim.runs.landscape import landscape_frame
 
-DEVICES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 MODELS = ("resnet34", "shufflenet_v2_x2_0", "mobilenet_v2")
 
 
@@ -108,7 +107,7 @@ def main(argv=None) -> None:
     ap.add_argument("--blas-spin-s", type=float, default=None, help="its workers' spin before they sleep")
     ap.add_argument("--blas-pool", choices=("choice", "process"), default=None, help="a pinned choice's pool")
     ap.add_argument("--group", default="top_app", help="the training process's Android group")
-    ap.add_argument("--devices", default=",".join(DEVICES))
+    ap.add_argument("--devices", default=",".join(SWAN_PHONES))
     ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args(argv)
     devices = checks.names(checks.listed(args.devices), "--devices", Catalogue.load().devices, "profile")

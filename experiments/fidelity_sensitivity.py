@@ -40,10 +40,9 @@ from swansim.cli import guarded
 from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import SWAN_TASKS
-from swansim.hw.profile import Catalogue, DeviceSpec
+from swansim.hw.profile import SWAN_PHONES, Catalogue, DeviceSpec
 from swansim.pool import run_all
 
-DEVICES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 VARIANTS = ("reference", "group=foreground", "wait=libomp", "upmigrate=71/65", "upmigrate=80/80",
             "core_ctl=off", "kernel=wakeup")
 # which variants change the pinned rows (the others re-run the default row only)
@@ -160,7 +159,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/fidelity_sensitivity")
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--devices", default=",".join(DEVICES))
+    p.add_argument("--devices", default=",".join(SWAN_PHONES))
     p.add_argument("--models", default=",".join(SWAN_TASKS))
     p.add_argument("--variants", default=",".join(VARIANTS))
     args = p.parse_args(argv)

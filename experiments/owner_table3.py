@@ -28,8 +28,8 @@ from swansim import checks
 from swansim.cli import guarded
 from swansim.plots import policy_ux
 from swansim.results import write_csv, write_manifest
+from swansim.hw.profile import SWAN_PHONES
 
-PAPER_PHONES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 MODELS = ("resnet34", "shufflenet_v2_x2_0", "mobilenet_v2")
 POLICIES = ("pytorch-default", "swan")
 # simulated seconds on the idle phone before the benchmark: Swan explores every choice (the
@@ -39,7 +39,7 @@ STATIC_S = 5.0
 OUT = Path("results/owner_table3")
 
 
-def run(devices=PAPER_PHONES, models=MODELS, jobs: int | None = None) -> pd.DataFrame:
+def run(devices=SWAN_PHONES, models=MODELS, jobs: int | None = None) -> pd.DataFrame:
     """One row per phone, task and policy (compare's columns); kept on disk as each task ends."""
     OUT.mkdir(parents=True, exist_ok=True)
     frames = []
@@ -61,7 +61,7 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--devices", default=",".join(PAPER_PHONES))
+    ap.add_argument("--devices", default=",".join(SWAN_PHONES))
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--jobs", type=int, default=None)
     args = ap.parse_args(argv)

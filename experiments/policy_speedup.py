@@ -28,8 +28,8 @@ from swansim.plots import policy_gains
 from swansim.policy.swan_layer import step_latency_s
 from swansim.results import write_manifest
 from swansim.pool import run_all
+from swansim.hw.profile import SWAN_PHONES
 
-DEVICES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 MODELS = ("resnet34", "shufflenet_v2_x2_0", "mobilenet_v2")
 # Simulated seconds: long enough for swan to explore every choice (two batches each, the
 # little-core ones take 40-90 s per batch on ShuffleNet and MobileNet) and then train ~10 batches;
@@ -72,7 +72,7 @@ def one(device: str, model: str, policy: str) -> tuple[dict, list[dict]]:
 def main(jobs: int | None = None) -> pd.DataFrame:
     OUT.mkdir(parents=True, exist_ok=True)
     # the longest runs first, so the pool stays busy to the end
-    runs = [(d, m, p) for m in sorted(MODELS, key=lambda m: -EXPLORE_S[m]) for d in DEVICES
+    runs = [(d, m, p) for m in sorted(MODELS, key=lambda m: -EXPLORE_S[m]) for d in SWAN_PHONES
             for p in ("swan-layer", "swan", "pytorch-default")]
     results = run_all(one, runs, jobs, desc="policy speedup", labels=[" ".join(r) for r in runs])
     runs_df = pd.DataFrame([s for s, _ in results])
@@ -95,7 +95,7 @@ def main(jobs: int | None = None) -> pd.DataFrame:
     df = df.sort_values(["model", "device", "policy"], key=lambda s: s.map(order) if s.name == "model" else s)
     df.to_csv(OUT / "speedup.csv", index=False)
     policy_gains(df, OUT / "speedup.png")
-    write_manifest(OUT, {"devices": DEVICES, "models": MODELS, "explore_s": EXPLORE_S, "baseline_s": BASELINE_S,
+    write_manifest(OUT, {"devices": SWAN_PHONES, "models": MODELS, "explore_s": EXPLORE_S, "baseline_s": BASELINE_S,
                          "request_batches": REQUEST_BATCHES}, seed=0,
                    files=["speedup.csv", "speedup_runs.csv", "plans.csv", "speedup.png"])
     return df

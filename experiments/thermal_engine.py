@@ -19,12 +19,11 @@ import pandas as pd
 
 from swansim.cli import guarded
 from swansim.device import Device, DeviceConfig
-from swansim.hw.profile import Catalogue, DeviceSpec
+from swansim.hw.profile import SWAN_PHONES, Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import ENGINE
 from swansim.runs.thermal import CHUNK_FLOPS, Sampler, load_cpus, summarise
 from swansim.session.workloads import SustainedGemm
 
-PHONES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 
 
 def provenance(spec) -> str:
@@ -56,7 +55,7 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     cat = Catalogue.load()
     rows, steps = [], []
-    for name in PHONES:
+    for name in SWAN_PHONES:
         spec = cat.device(name)
         for engine in (False, True):
             dev, df, row = run(spec, args.minutes * 60.0, engine)

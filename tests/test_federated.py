@@ -29,11 +29,11 @@ from swansim.federated.network import download_s, upload_s
 from swansim.federated.rounds import (EMPTY_ROUND_S, LocalOutcome, PolicyRun, RoundSettings, SerialExecutor, WorkContext,
                                   _Work, close_round)
 from swansim.federated.fleet import FleetConfig, checkpoint_state, run_fleet
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import SWAN_PHONES, Catalogue
 
 HOUR = 3600.0
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-PAPER_PHONES = {"pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10"}
+PAPER_PHONES = set(SWAN_PHONES)
 
 
 # ---------------------------------------------------------------- the test double of the local cost
@@ -92,7 +92,7 @@ POLICIES = {
     "steady": FixedCost(),
     "idle": FixedCost(power_w=1.0, charging_only=True),
     "burn": FixedCost(power_w=1500.0),   # absurd on purpose: drains any phone within a round
-    "slow-pixel6": FixedCost(slow_device="pixel6", slow_s=1000.0),
+    "slow-mi10": FixedCost(slow_device="mi10", slow_s=1000.0),
 }
 
 
@@ -163,10 +163,8 @@ def test_population_follows_the_papers_recipe(pop, synthetic):
     assert pop.n_samples.min() >= SIZE_MIN
 
 
-def test_default_mix_is_every_phone_but_boards_and_the_generic_chassis():
-    names = {n for n, _ in default_devices(Catalogue.load())}
-    assert PAPER_PHONES <= names
-    assert "generic-phone" not in names and "rk3588-board" not in names
+def test_the_default_mix_is_the_papers_five_phones():
+    assert {n for n, _ in default_devices()} == PAPER_PHONES
 
 
 def test_a_client_does_not_depend_on_how_many_others_exist(synthetic):
@@ -460,7 +458,7 @@ def test_a_round_closes_at_the_kth_finish(tmp_path):
 
 
 def test_the_deadline_closes_a_round_nobody_finishes(tmp_path):
-    res = _run(tmp_path, "late", policies=("slow-pixel6",), devices=(("pixel6", 1.0),), rounds=2)
+    res = _run(tmp_path, "late", policies=("slow-mi10",), devices=(("mi10", 1.0),), rounds=2)
     r = res.rounds
     assert (r["completed"] == 0).all() and (r["round_s"] == 60.0).all()
     assert (r["stragglers"] > 0).all() and (r["energy_j"] == r["wasted_energy_j"]).all()
@@ -470,8 +468,8 @@ def test_the_deadline_closes_a_round_nobody_finishes(tmp_path):
 
 def test_which_clients_finish_changes_the_accuracy_curve(tmp_path):
     # The same fleet, except that the Pixel 6s (the fastest phones) never finish in one of them.
-    res = _run(tmp_path, "who", policies=("steady", "slow-pixel6"), rounds=4)
-    a, b = (res.rounds.query(f"policy == '{p}'") for p in ("steady", "slow-pixel6"))
+    res = _run(tmp_path, "who", policies=("steady", "slow-mi10"), rounds=4)
+    a, b = (res.rounds.query(f"policy == '{p}'") for p in ("steady", "slow-mi10"))
     assert not np.array_equal(a["accuracy"].to_numpy(), b["accuracy"].to_numpy())
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from swansim.device import Device, DeviceConfig
 from swansim.errors import InputError
-from swansim.hw.profile import PROFILE_DIR, Catalogue, load_device
+from swansim.hw.profile import PROFILE_DIR, SWAN_PHONES, Catalogue, load_device
 from swansim.kernel.walt import WaltDemand, WaltPlacement
 
 W = 0.020   # WALT window of every profiled phone
@@ -247,7 +247,6 @@ def test_a_placed_plan_is_not_placed_again_and_nothing_changes(device, monkeypat
 # -- profiles ------------------------------------------------------------------------------------
 
 
-SWAN_PHONES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 
 
 def test_swan_phones_cpusets_and_schedtune_as_their_init_scripts(cat):

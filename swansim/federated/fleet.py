@@ -90,8 +90,8 @@ class FleetConfig:
     trace: str = option("synthetic", help="'synthetic', a trace-set directory, a FLASH .json or a FedScale pickle")
     trace_days: int = option(7, help="days of synthetic traces")
     shifts: int = option(SHIFTS, help="copies of each base user, one hour apart")
-    devices: tuple[tuple[str, float], ...] = option((), cli=False, help="(profile, weight) pairs (default: every "
-                                                                        "phone profile, equally)")
+    devices: tuple[tuple[str, float], ...] = option((), cli=False, help="(profile, weight) pairs (default: the Swan "
+                                                                        "paper's five phones, equally)")
     alpha: float = option(1.0, help="Synthetic(alpha, beta)'s alpha (FedProx's most heterogeneous setting: 1)")
     beta: float = option(1.0, help="Synthetic(alpha, beta)'s beta")
     test_samples: int = option(10_000, help="the test set's samples")

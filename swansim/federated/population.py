@@ -28,13 +28,11 @@ from swansim.apps.synth import synthesize
 from swansim.apps.traces import Trace, load_trace
 from swansim.errors import InputError
 from swansim.federated.availability import Snapshot, Timeline, UserTraces, snapshot
-from swansim.hw.profile import Catalogue
+from swansim.hw.profile import SWAN_PHONES, Catalogue
 
 STREAM_CLIENT, STREAM_TASK, STREAM_SELECT, STREAM_COST = 0, 1, 2, 3
 HOUR_S = 3600.0
 SHIFTS = 24  # the paper's recipe: one copy per hour of the day
-# Phone profiles that are not a real phone of the fleet.
-NOT_IN_FLEET = ("generic-phone",)
 # FedProx's Synthetic data sizes (Li et al., MLSys'20, generate_niid.py): lognormal(4, 2) + 50 samples.
 SIZE_LOG_MEAN, SIZE_LOG_SD, SIZE_MIN = 4.0, 2.0, 50
 
@@ -44,10 +42,9 @@ def stream(seed: int, *key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=tuple(int(k) for k in key)))
 
 
-def default_devices(catalogue: Catalogue) -> tuple[tuple[str, float], ...]:
-    """Every phone and tablet profile with a battery (boards and the generic chassis excluded), equal weights."""
-    return tuple((name, 1.0) for name, d in sorted(catalogue.devices.items())
-                 if d.kind in ("phone", "tablet") and d.battery_capacity_j and name not in NOT_IN_FLEET)
+def default_devices() -> tuple[tuple[str, float], ...]:
+    """The Swan paper's five phones, equal weights: the profiles its fleet ran on (`SWAN_PHONES`)."""
+    return tuple((name, 1.0) for name in SWAN_PHONES)
 
 
 def base_users_needed(clients: int, shifts: int = SHIFTS) -> int:
@@ -105,7 +102,7 @@ class Population:
         ``devices`` is a mix ``((profile, weight), ...)``; default :func:`default_devices`.
         """
         catalogue = catalogue or Catalogue.load()
-        mix = tuple(devices) if devices else default_devices(catalogue)
+        mix = tuple(devices) if devices else default_devices()
         names = [n for n, _ in mix]
         weights = np.array([w for _, w in mix], dtype=np.float64)
         capacity = []

@@ -32,6 +32,10 @@ PROFILE_DIR = Path(os.environ.get("SWANSIM_PROFILES", Path(__file__).resolve().p
 AMBIENT = "ambient"
 # The phone a command or API call runs when none is named: the Swan paper's Fig. 2 phone.
 DEFAULT_DEVICE = "pixel3"
+# The Swan paper's five phones (Singapuram et al., arXiv 2206.04687, sec. 5, Experimental Setup:
+# "5 mobile-devices: Galaxy Tab S6, OnePlus 8, Samsung S10e, Google Pixel 3 and Xiaomi Mi 10, to
+# obtain their performance profiles"; the same profiles drive its FedScale fleet).
+SWAN_PHONES = ("pixel3", "galaxy-s10e", "galaxy-tab-s6", "oneplus8", "mi10")
 TRIP_TYPES = ("active", "passive", "hot", "critical")
 DEVICE_KINDS = ("phone", "tablet", "board")
 # The thermal governors a device tree may name (kernel.thermal_gov.THERMAL_GOVERNORS registers
