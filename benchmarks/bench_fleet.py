@@ -11,6 +11,7 @@ the ratio holds on a loaded machine.
 
 Run: .venv/bin/python benchmarks/bench_fleet.py [--clients 2400] [--per-round 100] [--rounds 20]
      [--model resnet34] [--policies swan,pytorch-default] [--local-steps N] [--no-transfers] [--jobs 1]
+     [--devices pixel3,pixel6,...] (default: the fleet's default mix)
 """
 from __future__ import annotations
 
@@ -80,10 +81,12 @@ def main(argv=None) -> None:
     ap.add_argument("--local-steps", type=int, default=None, help="default: the task's FedScale figure")
     ap.add_argument("--no-transfers", dest="transfers", action="store_false")
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--devices", default="", help="comma-separated profiles, equally mixed")
     args = ap.parse_args(argv)
+    devices = tuple((d, 1.0) for d in args.devices.split(",") if d)
     cfg = FleetConfig(model=args.model, policies=tuple(args.policies.split(",")), clients=args.clients,
                       per_round=args.per_round, rounds=args.rounds, local_steps=args.local_steps,
-                      transfers=args.transfers)
+                      transfers=args.transfers, devices=devices)
     bare_s, bare_n = bare_fedavg(cfg)
     with tempfile.TemporaryDirectory() as tmp:
         cold_s, cold_n, cold_memo = swansim_fleet(cfg, f"{tmp}/cold", args.jobs)
@@ -94,7 +97,8 @@ def main(argv=None) -> None:
     bare_ms = 1000 * bare_s / bare_n
     rss, rss_worker = peak_rss_mib()
     print(f"{args.clients} clients, {args.per_round} per round (x{cfg.overcommit} selected), {args.rounds} rounds, "
-          f"{len(cfg.policies)} policies, {cfg.steps} local steps, transfers {cfg.transfers}, --jobs {args.jobs}")
+          f"{len(cfg.policies)} policies, {cfg.steps} local steps, transfers {cfg.transfers}, --jobs {args.jobs}, "
+          f"phones {args.devices or 'the default mix'}")
     print(f"  bare numpy FedAvg   {bare_ms:8.3f} CPU ms per client-round  ({bare_n} client-rounds)")
     for name, s, n, memo in (("swansim, cold", cold_s, cold_n, cold_memo), ("swansim, warm", warm_s, warm_n, warm_memo)):
         ms = 1000 * s / n
