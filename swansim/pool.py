@@ -8,7 +8,6 @@ sweep keeps them).
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -38,19 +37,9 @@ def quiet_worker(init: Callable[..., None] | None = None, *args) -> None:
         init(*args)
 
 
-class _Pool(ProcessPoolExecutor):
-    """A process pool that knows which of this process's children were here before it: the rest
-    are its workers, including one forked at the moment an interrupt landed (before the
-    executor recorded it), which `stop_pool` must end too."""
-
-    def __init__(self, jobs: int, init: Callable[..., None] | None, args: tuple):
-        self.children_before = set(multiprocessing.active_children())
-        super().__init__(max_workers=jobs, initializer=quiet_worker, initargs=(init, *args))
-
-
 def new_pool(jobs: int, init: Callable[..., None] | None = None, *args) -> ProcessPoolExecutor:
     """A process pool whose workers leave Ctrl-C to this process (`quiet_worker`)."""
-    return _Pool(jobs, init, args)
+    return ProcessPoolExecutor(max_workers=jobs, initializer=quiet_worker, initargs=(init, *args))
 
 
 def stop_pool(pool: ProcessPoolExecutor) -> None:
@@ -63,9 +52,6 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
         previous = None
     try:
         procs = list((getattr(pool, "_processes", None) or {}).values())   # shutdown() forgets them
-        before = getattr(pool, "children_before", None)
-        if before is not None:   # and a worker forked as the interrupt landed was never in them
-            procs += [c for c in multiprocessing.active_children() if c not in before and c not in procs]
         for proc in procs:
             if proc.is_alive():
                 proc.terminate()
