@@ -685,8 +685,11 @@ def test_ctrl_c_stops_the_pool_at_once_with_one_line_and_no_process_left(tmp_pat
     cmd = [sys.executable, "-c", "import sys; from swansim.cli import main; sys.exit(main(sys.argv[1:]))",
            "thermal", "--devices", "pixel3,galaxy-s10e,oneplus8,mi10", "--minutes", "300", "--no-plots",
            "--out", str(tmp_path / "o"), "--jobs", "2", "--quiet"]
+    # as a terminal starts it: Ctrl-C at its default (a suite run in the background of a
+    # non-interactive shell inherits it ignored, and so would the command)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4.0)                          # the pool is up and simulating (a run takes ~15 s of CPU)
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(0.3)
