@@ -29,7 +29,7 @@ from swansim.federated.network import download_s, upload_s
 from swansim.federated.rounds import (EMPTY_ROUND_S, LocalOutcome, PolicyRun, RoundSettings, SerialExecutor, WorkContext,
                                   _Work, close_round)
 from swansim.federated.fleet import FleetConfig, checkpoint_state, run_fleet
-from swansim.hw.profile import SWAN_PHONES, Catalogue
+from swansim.hw.profile import SWAN_PHONES
 
 HOUR = 3600.0
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -42,8 +42,9 @@ def _frame(body: bytes) -> bytes:
 
 
 def _moved(new: np.ndarray, old: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The entries of ``new`` that differ from ``old``: (indices, values)."""
-    idx = np.flatnonzero(~((new == old) | (np.isnan(new) & np.isnan(old))) if new.dtype.kind == "f" else new != old)
+    """The entries of ``new`` that differ from ``old``: (indices, values). A NaN counts as moved:
+    logged again, which replays to the same array."""
+    idx = np.flatnonzero(new != old)
     return idx, new[idx]
 
 
