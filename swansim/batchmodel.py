@@ -70,6 +70,12 @@ class BatchKey:
     def with_caps(self, caps_mhz: Sequence[float] | None) -> "BatchKey":
         return replace(self, caps_mhz=None if caps_mhz is None else tuple(caps_mhz))
 
+    @property
+    def cold_twin(self) -> "BatchKey | None":
+        """The key of this run's first batch, when it is measured on the way (warm-up batches):
+        a cold start, without caps (they arrive after it, see `simulate_batches`)."""
+        return replace(self, caps_mhz=None, warmup=0, batches=1) if self.warmup > 0 else None
+
 
 @dataclass(frozen=True)
 class BatchCost:
@@ -92,6 +98,13 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
                    record_layers: bool = True) -> BatchCost:
     """The event-level simulation of ``key``'s batch (see the module doc). ``runtime`` and
     ``spec`` replace the named runtime and profile (a calibration trial, a swept figure)."""
+    return simulate_batches(key, runtime, spec, record_layers)[key]
+
+
+def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
+                     record_layers: bool = True) -> dict[BatchKey, BatchCost]:
+    """`simulate_batch`, and the cost of its first batch too when that is a warm-up batch: the
+    cold start of `BatchKey.cold_twin`, the same events as that key's own run up to its end."""
     spec = spec or Catalogue.load().device(key.device)
     rt = runtime or load_runtime(key.runtime)
     graph = _graph(key.model, key.batch, key.input_shape, key.num_classes, key.mode)
@@ -119,43 +132,50 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, key.plan, mode=key.mode,
                       n_batches=key.warmup + key.batches, idle_floor_w=idle_floor_w,
                       record_layers=record_layers, cpuset=dev.spec.cpuset(key.group), cgroup=key.group)
-    marks: list[tuple[float, np.ndarray, list[float]]] = []
+    marks: dict[int, tuple[float, np.ndarray, list[float]]] = {}   # after batch i (-1: the start)
 
-    def mark() -> None:
+    def mark(i: int) -> None:
         dev.sched.sync()
-        marks.append((dev.env.now, dev.platform.energy_j.copy(), list(dev.sched.busy_s)))
+        marks[i] = (dev.env.now, dev.platform.energy_j.copy(), list(dev.sched.busy_s))
 
-    if key.warmup == 0:
-        mark()
-    ends = {key.warmup - 1, key.warmup + key.batches - 1}
+    mark(-1)
+    ends = {0, key.warmup - 1, key.warmup + key.batches - 1}
 
     def on_batch(row, _layers) -> None:
         if late and row[0] == 0:
             cap()
         if row[0] in ends:
-            mark()
+            mark(row[0])
 
     job.on_batch = on_batch
     dev.env.run(until=job.process)
-    (t0, e0, b0), (t1, e1, b1) = marks[0], marks[-1]
-    n, span = key.batches, t1 - t0
-    energy = (e1 - e0) / n
-    layer_s: dict[tuple[int, str], float] = {}
-    for b, layer, _, _, phase, _, start, end in job.layer_rows:
-        if b >= key.warmup:
-            layer_s[(layer, phase)] = layer_s.get((layer, phase), 0.0) + (end - start) / n
-    return BatchCost(
-        latency_s=span / n, energy_j=float(energy.sum()),
-        net_energy_j=float(energy.sum()) - idle_floor_w * span / n,
-        power_w=tuple((energy / (span / n)).tolist()),
-        busy=tuple((b - a) / span for a, b in zip(b0, b1)),
-        at_temp_c=dev.spec.ambient_c,
-        layer_s=tuple((layer, phase, s) for (layer, phase), s in layer_s.items()))
+
+    def cost(first: int, n: int) -> BatchCost:
+        """The mean of batches ``first`` .. ``first + n - 1``."""
+        (t0, e0, b0), (t1, e1, b1) = marks[first - 1], marks[first + n - 1]
+        span = t1 - t0
+        energy = (e1 - e0) / n
+        layer_s: dict[tuple[int, str], float] = {}
+        for b, layer, _, _, phase, _, start, end in job.layer_rows:
+            if first <= b < first + n:
+                layer_s[(layer, phase)] = layer_s.get((layer, phase), 0.0) + (end - start) / n
+        return BatchCost(
+            latency_s=span / n, energy_j=float(energy.sum()),
+            net_energy_j=float(energy.sum()) - idle_floor_w * span / n,
+            power_w=tuple((energy / (span / n)).tolist()),
+            busy=tuple((b - a) / span for a, b in zip(b0, b1)),
+            at_temp_c=dev.spec.ambient_c,
+            layer_s=tuple((layer, phase, s) for (layer, phase), s in layer_s.items()))
+
+    out = {key: cost(key.warmup, key.batches)}
+    if key.cold_twin is not None:
+        out[key.cold_twin] = cost(0, 1)
+    return out
 
 
-def _simulate_one(key: BatchKey) -> BatchCost:
-    """A pool worker: one key, layer times included."""
-    return simulate_batch(key, record_layers=True)
+def _simulate_one(key: BatchKey) -> dict[BatchKey, BatchCost]:
+    """A pool worker: one key (and its cold twin), layer times included."""
+    return simulate_batches(key, record_layers=True)
 
 
 @lru_cache(maxsize=1)
@@ -177,9 +197,11 @@ def code_fingerprint() -> str:
 class BatchModel:
     """`simulate_batch`, memoised: a bounded least-recently-used map with hit/miss counters."""
 
-    def __init__(self, max_entries: int = 4096, simulate: Callable[[BatchKey], BatchCost] = simulate_batch):
+    def __init__(self, max_entries: int = 4096, simulate: Callable[[BatchKey], BatchCost] | None = None):
+        """``simulate``: one key's cost (default `simulate_batches`, which gives a warm key's
+        cold twin too)."""
         self.max_entries = max_entries
-        self._simulate = simulate
+        self._simulate = simulate_batches if simulate is None else (lambda k: {k: simulate(k)})
         self._memo: OrderedDict[BatchKey, BatchCost] = OrderedDict()
         self._fresh: dict[BatchKey, BatchCost] = {}   # simulated here since the last `fresh()`
         self.hits = 0
@@ -192,10 +214,15 @@ class BatchModel:
             self._memo.move_to_end(key)
             return got
         self.misses += 1
-        got = self._memo[key] = self._fresh[key] = self._simulate(key)
-        if len(self._memo) > self.max_entries:
+        return self._store(self._simulate(key))[key]
+
+    def _store(self, costs: dict[BatchKey, BatchCost]) -> dict[BatchKey, BatchCost]:
+        for k, c in costs.items():
+            if k not in self._memo:
+                self._memo[k] = self._fresh[k] = c
+        while len(self._memo) > self.max_entries:
             self._memo.popitem(last=False)
-        return got
+        return costs
 
     def add(self, key: BatchKey, cost: BatchCost) -> None:
         """A cost computed elsewhere (a pool worker) joins the memo."""
@@ -212,9 +239,11 @@ class BatchModel:
         from swansim.pool import run_all
 
         todo = [k for k in dict.fromkeys(keys) if k not in self._memo]
-        for k, c in zip(todo, run_all(_simulate_one, [(k,) for k in todo], jobs, desc="batch model",
-                                      progress=progress)):
-            self._memo[k] = c
+        twins = {k.cold_twin for k in todo}
+        todo = [k for k in todo if k not in twins]   # each comes with a warm key's run
+        for costs in run_all(_simulate_one, [(k,) for k in todo], jobs, desc="batch model", progress=progress):
+            for k, c in costs.items():
+                self._memo.setdefault(k, c)
         self.misses += len(todo)
 
     def save(self, path) -> None:

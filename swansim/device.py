@@ -17,7 +17,7 @@ import simpy
 
 from swansim.errors import InputError
 from swansim.hw.battery import CHARGER_POWER_W, Battery
-from swansim.hw.platform import Platform
+from swansim.hw.platform import HELD_LEAK_STEP_C, Platform
 from swansim.hw.profile import DeviceSpec
 from swansim.hw.thermal import TempBounds
 from swansim.kernel.cpufreq import GOVERNORS, CpufreqPolicy, make_governor
@@ -29,11 +29,10 @@ from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, Thermal
 
 
 # A quiet stretch (`Device.skip_quiet`) is integrated in steps over which no cluster's temperature
-# moves more than about this much, so the leakage follows the temperature as closely as the thermal
-# polls make it follow in the event path (one poll a second moves a batch's clusters by up to
-# ~0.3 C); its bounds are widened by QUIET_MARGIN_C. Both are assumptions, checked against the
-# event path (tests/test_batchmodel.py).
-QUIET_STEP_C = 0.25
+# moves more than about HELD_LEAK_STEP_C (hw.platform: the step the held power's leakage follows
+# the temperature in; one poll a second moves a batch's clusters by up to ~0.3 C); its bounds are
+# widened by QUIET_MARGIN_C. Both are assumptions, checked against the event path
+# (tests/test_batchmodel.py).
 QUIET_MARGIN_C = 0.05
 # A phone found not quiet (hot, throttling) is tried again after QUIET_RETRY_S, then after twice
 # as long each time it still is not, up to QUIET_RETRY_MAX_S: when to try only decides how much
@@ -257,7 +256,7 @@ class Device:
 
     def integrate_held(self, until_s: float) -> None:
         """Advance to ``until_s`` (nothing is queued before it) in steps over which no cluster's
-        temperature moves more than about QUIET_STEP_C."""
+        temperature moves more than about HELD_LEAK_STEP_C (the step leakage follows it in)."""
         env, platform = self.env, self.platform
         temps, step_s = platform.cluster_temp_c, 1.0
         while env.now < until_s:
@@ -266,7 +265,7 @@ class Device:
             new = platform.cluster_temp_c
             moved = max(abs(a - b) for a, b in zip(new, temps))
             temps = new
-            step_s *= min(2.0, max(0.5, QUIET_STEP_C / moved)) if moved > 0.0 else 2.0
+            step_s *= min(2.0, max(0.5, HELD_LEAK_STEP_C / moved)) if moved > 0.0 else 2.0
 
     def run(self, until_s: float) -> None:
         """Run to ``until_s`` and settle every integral there."""

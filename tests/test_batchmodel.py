@@ -5,6 +5,8 @@ heat the frozen-temperature measurement leaves out), and a phone advanced batch 
 it must end where the fully simulated phone ends - time, energy, temperatures, throttling -
 including when the thermal governor changes caps in the middle of a batch.
 """
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +18,8 @@ from swansim.dnn.choices import parse_choice, pytorch_default
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
 from swansim.hw.platform import Platform
-from swansim.kernel.cpufreq import ENGINE, KERNEL
+from swansim.hw.profile import Catalogue
+from swansim.kernel.cpufreq import ENGINE, KERNEL, Schedutil
 from swansim.session.workloads import SustainedGemm
 
 from conftest import PIXEL3, PYTORCH
@@ -156,6 +159,39 @@ def test_a_keyed_batchs_caps_arrive_on_a_running_job():
     assert lat[0] == pytest.approx(lat[1], rel=0.05)
 
 
+@pytest.mark.parametrize("device", ["pixel3", "oneplus8"])
+def test_schedutil_left_behind_by_a_replayed_batch_catches_up_to_its_own_timers(monkeypatch, device):
+    """While a batch is replayed nothing reads a clock, so schedutil keeps its crossing timers as
+    times and fires them when next asked (cpufreq.Schedutil). A request's ramp from idle, a
+    thermal cap on a hot phone and the release afterwards must leave every domain where the
+    queued timers leave it: clock, instant and count of changes, decisions; then a fully
+    simulated batch on both phones ends at the same instant with the same energy."""
+    spec = Catalogue.load().device(device)
+    bm = BatchModel()
+    key = BatchKey(device, "resnet34", pytorch_default(spec.soc))
+
+    def phone(defer: bool) -> Device:
+        monkeypatch.setattr(Schedutil, "defer_while_replaying", defer)
+        dev = Device(spec, DeviceConfig(ambient_c=45.0))
+        run = FastForward(dev, bm, key)
+        run.run_batches(400)
+        run.release()
+        job = TrainingJob(dev.env, dev.sched, dev.spec.soc, build_task("resnet34"), RT,
+                          pytorch_default(spec.soc), n_batches=1, record_layers=False)
+        dev.env.run(until=job.process)
+        dev.sched.sync()
+        return dev
+
+    lazy, eager = phone(True), phone(False)
+    assert any(x.time_s > 0 for x in eager.thermal.cap_log)   # the phone throttled on the way
+    assert [(p.cur_mhz, p.last_change_s, p.n_changes, p.governor.n_evaluations) for p in lazy.cpufreq] == \
+        [(p.cur_mhz, p.last_change_s, p.n_changes, p.governor.n_evaluations) for p in eager.cpufreq]
+    assert lazy.env.n_events < eager.env.n_events
+    assert lazy.env.now == pytest.approx(eager.env.now, rel=1e-9)
+    # the same power, integrated over other steps (the eager path's timers are instants too)
+    assert lazy.platform.total_energy_j == pytest.approx(eager.platform.total_energy_j, rel=1e-5)
+
+
 def test_held_power_is_integrated_exactly():
     """Replaying a power vector measured at the present temperatures changes nothing: energy is
     power x time; with temperatures frozen, leakage is not rescaled either."""
@@ -200,6 +236,27 @@ def test_caps_at_fmax_are_no_caps_so_a_prefilled_batch_is_found():
     ff = FastForward(Device(PIXEL3), bm, key)
     ff.run_batch()
     assert (bm.hits, bm.misses) == (1, 1)   # the prefill's one miss, then a hit
+
+
+def test_a_warm_keys_first_batch_is_its_cold_twin_measured_on_the_way():
+    """A warm key's run starts with the cold batch of `BatchKey.cold_twin` (no caps yet: they
+    arrive after it): that batch's cost is the twin's own run's, bit for bit, and the memo and
+    the prefill take it instead of simulating the twin again."""
+    from swansim.batchmodel import simulate_batches
+
+    caps = (1228.8, 1689.6)   # a capped warm key: its first batch is the uncapped cold start
+    key = BatchKey("pixel3", "mobilenet_v2", parse_choice("4", PIXEL3.soc), batch=2, input_shape=(3, 32, 32),
+                   foreground="browsing", caps_mhz=caps)
+    twin = key.cold_twin
+    assert twin == BatchKey("pixel3", "mobilenet_v2", key.plan, batch=2, input_shape=(3, 32, 32),
+                            foreground="browsing", warmup=0)
+    both = simulate_batches(key, record_layers=True)
+    assert both[twin] == simulate_batch(twin) and both[key] == simulate_batch(key)
+    assert both[key] != simulate_batch(replace(twin, caps_mhz=caps))   # a capped cold start differs
+    bm = BatchModel()
+    bm.prefill([twin, key], jobs=1, progress=False)
+    assert (bm.misses, len(bm)) == (1, 2)
+    assert bm.cost(twin) == both[twin] and bm.hits == 1
 
 
 def test_a_saved_memo_is_checked_against_its_digest(tmp_path):

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from swansim.device import Device, DeviceConfig
 from swansim.errors import InputError
 from swansim.hw.profile import PROFILE_DIR, SWAN_PHONES, Catalogue, load_device
-from swansim.kernel.walt import WaltDemand, WaltPlacement
+from swansim.kernel.walt import WaltDemand, WaltPlacement, WindowStats
 
 W = 0.020   # WALT window of every profiled phone
 
@@ -193,6 +193,35 @@ def test_core_ctl_isolates_after_the_offline_delay_and_brings_cpus_back():
     dev.run(0.6)
     assert pl.isolated() == set()
     assert sorted(h.cpu for h in hogs) == [4, 5, 6, 7]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 0.5), st.lists(st.sampled_from([0.0, 0.3, 0.9, 1.0]), min_size=8, max_size=8),
+                          st.lists(st.integers(0, 2), min_size=8, max_size=8), st.integers(0, 7)),
+                min_size=1, max_size=12))
+def test_core_ctl_windows_closed_at_once_are_the_windows_closed_one_by_one(plans):
+    """Under one plan, once a full window has left core_ctl steady, the windows up to a
+    replan are closed at once (WindowStats): core_ctl ends where closing them one by one puts
+    it, need timestamps included (S10e's stock core_ctl; random plans and replan instants)."""
+    import copy
+
+    dev = _device("galaxy-s10e")
+    _hog(dev, "h")
+    dev.run(W)   # the placement sets itself up at its first replan
+    pl = dev.sched.placement
+    fast = (copy.deepcopy(pl.core_ctl), WindowStats(8, W))
+    slow = (copy.deepcopy(pl.core_ctl), WindowStats(8, W))
+    t = 0.0
+    for gap_s, busy, nr, misfit_cpu in plans:
+        t += gap_s
+        misfit = [int(c == misfit_cpu and nr[c] > 0) for c in range(8)]
+        for cc, ws, steady in ((fast[0], fast[1], lambda cc=fast[0]: cc.steady), (slow[0], slow[1], lambda: False)):
+            ws.advance(t, cc.evaluate, steady)
+            ws.set_plan(t, busy, nr, misfit)
+        assert fast[1].window == slow[1].window and fast[1].t == slow[1].t
+        assert fast[0].isolated == slow[0].isolated and fast[0].n_changes == slow[0].n_changes
+        for a, b in zip(fast[0].clusters, slow[0].clusters):
+            assert (a.need, a.need_ts, a.lru, a.busy) == (b.need, b.need_ts, b.lru, b.busy)
 
 
 def test_rollover_is_one_timer_not_one_per_thread():

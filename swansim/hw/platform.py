@@ -8,8 +8,9 @@ exactly too, with the mean heat of the intervals since its last step, once at le
 `THERMAL_STEP_S` has gathered (or when a temperature is read): its fastest mode takes
 seconds, so averaging the heat over a millisecond changes temperatures by microkelvins, and
 the scheduler's sub-millisecond intervals do not each pay for a step. Leakage depends on
-temperature; it is re-evaluated at every thermal step. Power is evaluated lazily, once per
-interval however many changes an instant brings.
+temperature; it is re-evaluated at every thermal step (with the power held, once a cluster's
+temperature has moved `HELD_LEAK_STEP_C`). Power is evaluated lazily, once per interval
+however many changes an instant brings.
 
 Two modes serve the batch model (swansim.batchmodel): ``frozen_temps`` keeps every node at
 ambient (a batch's cost measured independently of the phone's thermal history), and `hold`
@@ -30,6 +31,12 @@ from swansim.hw.thermal import TempBounds, ThermalNetwork
 
 # The RC network's step: heat gathers over at least this long before it is integrated.
 THERMAL_STEP_S = 1e-3
+# With the power held (`Platform.hold`, the fast-forward), leakage follows the temperature in
+# steps of this much per cluster instead of at every thermal step: over a step it changes by
+# 2^(0.25/25) - 1 = 0.7% of itself at the SoCs' 25 C doubling (device_profiles/socs). The
+# fast-forward integrates a stretch in steps of about this much (`Device.integrate_held`), and
+# is tested against full simulation (tests/test_batchmodel).
+HELD_LEAK_STEP_C = 0.25
 
 # Most busy-core patterns per cluster whose power lines are kept between leakage changes.
 _MEMO_PATTERNS = 64
@@ -52,12 +59,9 @@ class Platform:
             for cpu in c.cpus:
                 self.cluster_of_cpu[cpu] = k
         self.freq_mhz = [c.fmax_mhz for c in self.clusters]
-        # Per-cluster figures that change only with frequency, cached for the hot path.
-        self._busy_dyn_w = [0.0] * len(self.clusters)
-        self._v_ratio = [1.0] * len(self.clusters)
-        self._leak_w = [0.0] * len(self.clusters)   # per core at reference temperature
-        for k in range(len(self.clusters)):
-            self._freq_changed(k)
+        # Per cluster, figures that change only with its clock (`_freq_figures`), found when the
+        # power model next needs them (None: the clock changed since); a held power needs none.
+        self._freq_figs: list[tuple[float, float, float] | None] = [None] * len(self.clusters)
         self.util = [0.0] * self.n_cpus
         self.dram_bytes_per_s = 0.0
         self.screen_on = screen_on
@@ -69,6 +73,8 @@ class Platform:
         self._cluster_node = [self._net.index[c.name] for c in self.clusters]
         self._heat_s = 0.0                        # time gathered since the last thermal step
         self._leak_factor: list[float] = []   # per cluster: leakage / leakage at the reference temperature
+        self._leak_temp_c: list[float] = []   # per cluster: the temperature that factor is for
+        self._held: tuple[list[float], float] | None = None
         self._cores_stale = True              # the clusters' pieces need `_recompute_cores`
         self._cluster_memo: list[dict] = [{} for _ in self.clusters]
         self._refresh_leakage()
@@ -91,7 +97,10 @@ class Platform:
         self._total_power_w = 0.0
         self._stale = True
         self._energy = [0.0] * len(comps)         # per line, each piece's up to its `since`
-        self._heat = [0.0] * self._n_nodes        # per node since the last thermal step, likewise
+        self._heat = [0.0] * self._n_nodes        # per node since the last thermal step, up to _heat_since_s
+        self._heat_since_s = 0.0
+        self._node_w = [0.0] * self._n_nodes      # heat into each node from _heat_since_s on
+        self._node_w_stale = False                # a piece changed at _heat_since_s: sum them again
         self._total_energy_j = 0.0
         self.time_s = 0.0
         self.probes: list[IntervalProbe] = []
@@ -112,7 +121,6 @@ class Platform:
         self._leak_idx = [[j for j, name in enumerate(self.component_names)
                            if name.endswith(".leakage") and int(name[3:name.index(".")]) in c.cpus]
                           for c in self.clusters]
-        self._held: tuple[list[float], float] | None = None
         self._screen_idx = self.component_names.index("screen")
 
     # -- changes ------------------------------------------------------------------------------
@@ -120,25 +128,29 @@ class Platform:
     def set_freq(self, cluster: int, freq_mhz: float) -> None:
         """Caller has advanced to now; the new frequency holds from now on."""
         self.freq_mhz[cluster] = freq_mhz
-        self._freq_changed(cluster)
-        self._stale = self._cores_stale = True
+        self._freq_figs[cluster] = None
+        self._cores_stale = True
+        self._stale = self._stale or self._held is None   # a held power does not follow the clocks
 
-    def _freq_changed(self, k: int) -> None:
-        c, f = self.clusters[k], self.freq_mhz[k]
-        self._busy_dyn_w[k] = dynamic_power_w(c, f)
-        self._v_ratio[k] = c.voltage_v(f) / (c.opp_voltage_mv[-1] / 1000.0)
-        self._leak_w[k] = leakage_w(c, f, self.spec.soc.leakage_ref_c, self.spec.soc.leakage_ref_c,
-                                    self.spec.soc.leakage_doubling_c)
+    def _freq_figures(self, k: int) -> tuple[float, float, float]:
+        """Cluster ``k`` at its clock: a busy core's dynamic power, V/V_max, a core's leakage at
+        the reference temperature."""
+        figs = self._freq_figs[k]
+        if figs is None:
+            c, f, soc = self.clusters[k], self.freq_mhz[k], self.spec.soc
+            figs = self._freq_figs[k] = (dynamic_power_w(c, f), c.voltage_v(f) / (c.opp_voltage_mv[-1] / 1000.0),
+                                         leakage_w(c, f, soc.leakage_ref_c, soc.leakage_ref_c, soc.leakage_doubling_c))
+        return figs
 
     def set_activity(self, util: list[float], dram_bytes_per_s: float) -> None:
         """Per-cpu utilisation (0..1, the list is kept, not copied) and DRAM traffic from now on."""
         if util != self.util:
             self.util = util
             self._cores_stale = True
-            self._stale = True
+            self._stale = self._stale or self._held is None   # nor the activity
         if dram_bytes_per_s != self.dram_bytes_per_s:
             self.dram_bytes_per_s = dram_bytes_per_s
-            self._stale = True
+            self._stale = self._stale or self._held is None
 
     @property
     def idle_floor_w(self) -> float:
@@ -168,13 +180,16 @@ class Platform:
 
     def hold(self, power_w: Sequence[float], at_temp_c: float) -> None:
         """From now on, power per component is ``power_w`` (measured with every node at
-        ``at_temp_c``), each core's leakage rescaled to its cluster's present temperature;
-        the screen and the charger's loss stay live. `release` returns to the power model."""
+        ``at_temp_c``), each core's leakage rescaled to its cluster's present temperature (and
+        again whenever it has moved `HELD_LEAK_STEP_C`); the screen and the charger's loss stay
+        live. `release` returns to the power model."""
         self._held = (list(power_w), at_temp_c)
+        self._set_leakage(self._read_cluster_temps())
         self._power_changed()
 
     def release(self) -> None:
         self._held = None
+        self._set_leakage(self._read_cluster_temps())
         self._power_changed()
 
     def _power_changed(self) -> None:
@@ -202,7 +217,8 @@ class Platform:
                 self._step_thermal()
 
     def _fold(self, i: int) -> None:
-        """Integrate piece ``i``'s power from its `since` up to the present time."""
+        """Integrate piece ``i``'s power into the energy account from its `since` up to the
+        present time."""
         dt = self.time_s - self._piece_since[i]
         if dt <= 0.0:
             return
@@ -214,18 +230,31 @@ class Platform:
             e[j:j1] = [a + w * dt for a, w in zip(e[j:j1], lines)]
         else:
             e[j] += self._piece_w[i] * dt
-        if not self.frozen_temps:
-            self._heat[self._piece_node[i]] += self._piece_w[i] * dt
 
     def _fold_all(self) -> None:
         for i in range(len(self._piece_w)):
             self._fold(i)
 
+    def _gather_heat(self) -> None:
+        """Integrate each node's heat up to the present time."""
+        dt = self.time_s - self._heat_since_s
+        if dt <= 0.0 or self.frozen_temps:
+            return
+        if self._node_w_stale:
+            node = [0.0] * self._n_nodes
+            for w, n in zip(self._piece_w, self._piece_node):
+                node[n] += w
+            self._node_w, self._node_w_stale = node, False
+        self._heat = [h + w * dt for h, w in zip(self._heat, self._node_w)]
+        self._heat_since_s = self.time_s
+
     def _install(self, i: int, power_w: float, lines=None) -> None:
         """Piece ``i`` draws ``power_w`` (per line: ``lines``, for a cluster) from the present time on."""
         self._fold(i)
+        self._gather_heat()
         self._piece_since[i] = self.time_s
         self._piece_w[i] = power_w
+        self._node_w_stale = True
         if lines is not None:
             self._piece_lines[i] = lines
 
@@ -233,16 +262,27 @@ class Platform:
         """Integrate the gathered heat into the RC network; leakage follows the new temperatures."""
         if self._heat_s <= 0.0:
             return
-        self._fold_all()
+        self._gather_heat()
         self._net.step(self._heat_s, [h / self._heat_s for h in self._heat])
         self._heat = [0.0] * self._n_nodes
         self._heat_s = 0.0
         self._refresh_leakage()
 
-    def _refresh_leakage(self) -> None:
-        soc = self.spec.soc
+    def _read_cluster_temps(self) -> list[float]:
         self._cluster_temp_c = [self._net.node_temp_c(n) for n in self._cluster_node]
-        self._leak_factor = [leakage_factor(t, soc.leakage_ref_c, soc.leakage_doubling_c) for t in self._cluster_temp_c]
+        return self._cluster_temp_c
+
+    def _refresh_leakage(self) -> None:
+        temps = self._read_cluster_temps()
+        if self._held is not None and max(abs(a - b) for a, b in zip(temps, self._leak_temp_c)) < HELD_LEAK_STEP_C:
+            return   # held: leakage follows in steps (HELD_LEAK_STEP_C)
+        self._set_leakage(temps)
+
+    def _set_leakage(self, temps_c: list[float]) -> None:
+        """Each cluster's leakage from now on is the one at ``temps_c``."""
+        soc = self.spec.soc
+        self._leak_temp_c = list(temps_c)
+        self._leak_factor = [leakage_factor(t, soc.leakage_ref_c, soc.leakage_doubling_c) for t in temps_c]
         self._stale = self._cores_stale = True
         for memo in self._cluster_memo:
             memo.clear()
@@ -284,7 +324,7 @@ class Platform:
         for k, idx in enumerate(self._leak_idx):
             lines, j0 = self._piece_lines[k], self._piece_start[k]
             leak_w = sum(lines[j - j0] for j in idx)
-            more = (leakage_factor(cluster_temp_c[k], self._cluster_temp_c[k], d) - 1.0) * leak_w
+            more = (leakage_factor(cluster_temp_c[k], self._leak_temp_c[k], d) - 1.0) * leak_w
             node[self._cluster_node[k]] += more
             extra_w += more
         fixed, per_load, max_w = self._charger
@@ -403,8 +443,8 @@ class Platform:
     def _cluster_lines(self, k: int, util: tuple, active_w_at_fmax: float, fmax: float):
         """Cluster ``k``'s lines of the account (per core dynamic and leakage, then the shared
         logic), their sum and the cluster's busy share."""
-        busy_dyn = self._busy_dyn_w[k]
-        leak = self._leak_w[k] * self._leak_factor[k]
+        busy_dyn, v, leak_w = self._freq_figures(k)
+        leak = leak_w * self._leak_factor[k]
         idle_leak = leak * IDLE_LEAK_FRACTION
         lines = []
         for u in util:
@@ -412,7 +452,6 @@ class Platform:
             lines.append(idle_leak + (leak - idle_leak) * u)
         cluster_busy = max(util)
         # Shared cluster logic runs at the cluster clock: scale with f and V^2 like a core.
-        v = self._v_ratio[k]
         lines.append(active_w_at_fmax * cluster_busy * v * v * self.freq_mhz[k] / fmax)
         return lines, sum(lines), cluster_busy
 
@@ -421,7 +460,7 @@ class Platform:
         d = self.spec.soc.leakage_doubling_c
         p = list(held)
         for k, idx in enumerate(self._leak_idx):
-            f = leakage_factor(self._cluster_temp_c[k], at_c, d)
+            f = leakage_factor(self._leak_temp_c[k], at_c, d)
             for i in idx:
                 p[i] *= f
         p[self._screen_idx] = self._screen_w if self.screen_on else 0.0

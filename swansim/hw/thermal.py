@@ -41,14 +41,29 @@ class TempBounds:
 class ThermalNetwork:
     """Node temperatures of one device; `step(dt, power_w)` advances them exactly."""
 
+    # the modes of each network seen, by its content: a phone per fleet request shares them
+    _modes: dict[tuple, dict] = {}
+
     def __init__(self, rc: RCNetwork, ambient_c: float):
-        self.nodes = tuple(rc.capacity_j_per_k)
-        self.index = {n: i for i, n in enumerate(self.nodes)}
-        n = len(self.nodes)
+        key = (tuple(rc.capacity_j_per_k.items()), rc.edges_k_per_w)
+        modes = self._modes.get(key)
+        if modes is None:
+            modes = self._modes[key] = self._decompose(rc)
+        self.__dict__.update(modes)
+        self.ambient_c = ambient_c
+        self._z = [0.0] * len(self.nodes)   # modal coordinates of T - T_amb
+        self._temp: np.ndarray | None = None
+
+    @staticmethod
+    def _decompose(rc: RCNetwork) -> dict:
+        """The network's constants (read-only, shared): conductances, modes, gains."""
+        nodes = tuple(rc.capacity_j_per_k)
+        index = {n: i for i, n in enumerate(nodes)}
+        n = len(nodes)
         g = np.zeros((n, n))
         for a, b, r in rc.edges_k_per_w:
             k = 1.0 / r
-            ia, ib = self.index.get(a), self.index.get(b)
+            ia, ib = index.get(a), index.get(b)
             if ia is not None:
                 g[ia, ia] += k
             if ib is not None:
@@ -56,22 +71,20 @@ class ThermalNetwork:
             if ia is not None and ib is not None:
                 g[ia, ib] -= k
                 g[ib, ia] -= k
-        assert AMBIENT not in self.index
-        self.capacity_j_per_k = np.array([rc.capacity_j_per_k[x] for x in self.nodes])
-        self.conductance_w_per_k = g
-        self.ambient_c = ambient_c
-        s = 1.0 / np.sqrt(self.capacity_j_per_k)
+        assert AMBIENT not in index
+        capacity = np.array([rc.capacity_j_per_k[x] for x in nodes])
+        s = 1.0 / np.sqrt(capacity)
         lam, u = np.linalg.eigh(g * s[:, None] * s[None, :])
-        self.rates_per_s = lam  # 1/tau of each mode
-        self._v = s[:, None] * u  # M = V diag(lam) V^-1
-        self._v_inv = u.T / s[None, :]
-        self._g_inv = np.linalg.inv(g)
-        self._z = [0.0] * n              # modal coordinates of T - T_amb
-        self._rates = lam.tolist()
-        self._v_rows = self._v.tolist()
-        self._gain_rows = (self._v_inv @ self._g_inv).tolist()   # node power -> modal steady state
-        self._g_inv_rows = self._g_inv.tolist()
-        self._temp: np.ndarray | None = None
+        v = s[:, None] * u       # M = V diag(lam) V^-1
+        v_inv = u.T / s[None, :]
+        g_inv = np.linalg.inv(g)
+        arrays = {"capacity_j_per_k": capacity, "conductance_w_per_k": g, "rates_per_s": lam,   # 1/tau of each mode
+                  "_v": v, "_v_inv": v_inv, "_g_inv": g_inv}
+        for a in arrays.values():
+            a.flags.writeable = False
+        return {"nodes": nodes, "index": index, **arrays, "_rates": lam.tolist(), "_v_rows": v.tolist(),
+                "_gain_rows": (v_inv @ g_inv).tolist(),   # node power -> modal steady state
+                "_g_inv_rows": g_inv.tolist()}
 
     @property
     def temp_c(self) -> np.ndarray:

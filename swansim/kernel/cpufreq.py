@@ -116,6 +116,7 @@ class CpufreqPolicy:
 
     @property
     def cur_mhz(self) -> float:
+        self.governor.catch_up()
         return self.sched.platform.freq_mhz[self.index]
 
     @property
@@ -139,6 +140,7 @@ class CpufreqPolicy:
     def set_limit(self, party: str, cap_mhz: float) -> None:
         """``party``'s frequency limit; the cap becomes the OPP at or below the lowest limit and
         the governor re-decides at once."""
+        self.governor.catch_up()   # decisions left for later were taken under the old cap
         self.limits_mhz[party] = cap_mhz
         cap = opp_at_or_below(self.opps_mhz, min(self.limits_mhz.values()))
         if cap != self.cap_mhz:
@@ -149,12 +151,13 @@ class CpufreqPolicy:
         """``party``'s own limit as an OPP (f_max when it has set none)."""
         return opp_at_or_below(self.opps_mhz, self.limits_mhz.get(party, self.fmax_mhz))
 
-    def apply(self, freq_mhz: float) -> None:
-        """Run at ``freq_mhz`` (within the floor and the cap) from now on."""
+    def apply(self, freq_mhz: float, at_s: float | None = None) -> None:
+        """Run at ``freq_mhz`` (within the floor and the cap) from now on; ``at_s``: the instant
+        the governor decided it, if earlier (a deferred timer, `Schedutil.catch_up`)."""
         f = self.clamp(freq_mhz)
-        if f != self.cur_mhz:
+        if f != self.sched.platform.freq_mhz[self.index]:
             self.sched.set_freq(self.index, f)
-            self.last_change_s = self.sched.env.now
+            self.last_change_s = self.sched.env.now if at_s is None else at_s
             self.n_changes += 1
 
 
@@ -172,6 +175,9 @@ class Governor:
 
     def limits_changed(self) -> None:
         self.policy.apply(self.target_mhz())
+
+    def catch_up(self) -> None:
+        """Bring decisions left for later (see `Schedutil`) up to now; the others have none."""
 
 
 class Performance(Governor):
@@ -211,9 +217,19 @@ class Userspace(Governor):
 
 
 class Schedutil(Governor):
-    """Utilisation-driven DVFS with a PELT-like average per core, evaluated only on change."""
+    """Utilisation-driven DVFS with a PELT-like average per core, evaluated only on change.
+
+    While the scheduler replays a held batch on a phone with no thread runnable
+    (`Scheduler.replaying`), nothing reads the domain's clock: the power and the busy shares
+    are the batch's own. The governor then keeps its pending timer as a time only, and fires
+    the timers that fell due, in order and at their own instants, when anything next asks
+    (a replan, a limit change, a reading of the clock: `catch_up`). The clock it reaches, the
+    instant of its last change and the count of changes are the ones the timers would have
+    left; only the moment the platform's clock is written moves (to the catch-up)."""
 
     name = "schedutil"
+    # the replayed-batch shortcut above (off: a timer queued at every crossing, as elsewhere)
+    defer_while_replaying = True
 
     def __init__(self, half_life_s: float = PELT_HALF_LIFE_S, up_rate_limit_s: float = UP_RATE_LIMIT_S,
                  down_rate_limit_s: float = DOWN_RATE_LIMIT_S, headroom: float = SCHEDUTIL_HEADROOM,
@@ -225,6 +241,8 @@ class Schedutil(Governor):
         self.invariant = invariant
         self.n_evaluations = 0
         self._timer_s = math.inf   # when the one pending timer fires (inf: none)
+        self._deferred = False     # that timer is a time only (`catch_up` fires it)
+        self._catching_up = False
         self._band: tuple | None = None   # (clock, cap) the utilisation bounds below were found for
         self._bounds: tuple = (None, None)
 
@@ -232,35 +250,38 @@ class Schedutil(Governor):
         self.policy = policy
         self.env = policy.sched.env
         self._sched = policy.sched
+        self._freq = policy.sched.platform.freq_mhz   # the domain's clock is self._freq[policy.index]
         self._cpus = policy.sched.platform.clusters[policy.index].cpu_slice
         self._util = [0.0] * len(policy.cpus)      # PELT-like average per core, at _time_s
+        self._busy = policy.sched.busy_now          # the busy shares the targets are for
         self._target = self._targets()              # what each core's average tends to now
         self._busy_version = policy.sched.busy_version
         self._time_s = self.env.now
         policy.sched.on_replan.append(self._on_replan)
-        self._evaluate(force=True)
+        self._evaluate(self.env.now, force=True)
 
     # -- utilisation --------------------------------------------------------------------------
 
     def util(self) -> float:
         """Domain utilisation now: the busiest core's average (0..1)."""
-        self._settle()
+        self.catch_up()
+        self._settle(self.env.now)
         return max(self._util)
 
     def core_util(self) -> list[float]:
-        self._settle()
+        self.catch_up()
+        self._settle(self.env.now)
         return list(self._util)
 
     def _targets(self) -> list[float]:
-        busy = self._sched.busy_now
+        busy = self._busy
         if not self.invariant:
             return busy[self._cpus] if self._cpus is not None else [busy[c] for c in self.policy.cpus]
-        scale = self.policy.cur_mhz / self.policy.fmax_mhz
+        scale = self._freq[self.policy.index] / self.policy.fmax_mhz
         return [busy[c] * scale for c in self.policy.cpus]
 
-    def _settle(self) -> None:
-        """Bring each core's average to now along its closed form."""
-        now = self.env.now
+    def _settle(self, now: float) -> None:
+        """Bring each core's average to ``now`` along its closed form."""
         dt = now - self._time_s
         if dt > 0.0:
             decay = 2.0 ** (-dt / self.half_life_s)
@@ -270,44 +291,77 @@ class Schedutil(Governor):
     # -- decisions ----------------------------------------------------------------------------
 
     def target_mhz(self) -> float:
+        self.catch_up()
+        return self._want_mhz(self.env.now)
+
+    def _want_mhz(self, now: float) -> float:
         p = self.policy   # get_next_freq, then cpufreq_driver_resolve_freq's clamp to the policy's limits
-        return p.clamp(schedutil_freq_mhz(p.opps_mhz, self.util(), p.cap_mhz, self.headroom))
+        self._settle(now)
+        return p.clamp(schedutil_freq_mhz(p.opps_mhz, max(self._util), p.cap_mhz, self.headroom))
 
     def limits_changed(self) -> None:
-        self._evaluate(force=True)
+        self.catch_up()
+        self._evaluate(self.env.now, force=True)
+
+    def catch_up(self) -> None:
+        """Fire the timers a replayed batch deferred that are due by now, each at its instant."""
+        if not self._deferred:
+            return
+        self._deferred, self._catching_up = False, True
+        now = self.env.now
+        try:
+            while self._timer_s <= now:
+                at, self._timer_s = self._timer_s, math.inf
+                self._evaluate(at)
+        finally:
+            self._catching_up = False
+        if self._timer_s < math.inf and not self._defer():
+            self.env.call_in(self._timer_s - now, lambda at=self._timer_s: self._on_timer(at))
+
+    def _defer(self) -> bool:
+        """Leave the pending timer as a time only, if a batch is replayed (class doc)."""
+        if self.defer_while_replaying and self._sched.replaying:
+            self._deferred = True
+            return True
+        return False
 
     def _on_replan(self) -> None:
+        self.catch_up()
         version = self._sched.busy_version
         if version == self._busy_version and not self.invariant:
             return  # no core's busy state changed: the targets and the armed timer still hold
         self._busy_version = version
+        self._busy = self._sched.busy_now
         target = self._targets()
         if target == self._target:
             return  # nothing this domain sees changed; the armed timer still holds
-        self._settle()
+        now = self.env.now
+        self._settle(now)
         self._target = target
-        self._evaluate()
+        self._evaluate(now)
 
-    def _evaluate(self, force: bool = False) -> None:
+    def _evaluate(self, now: float, force: bool = False) -> None:
+        """Decide at ``now`` (the present, or a deferred timer's instant in `catch_up`)."""
         self.n_evaluations += 1
         p = self.policy
-        now = self.env.now
-        want = self.target_mhz()
-        cur = p.cur_mhz
+        want = self._want_mhz(now)
+        cur = self._freq[p.index]
         if want != cur:
             limit = self.up_rate_limit_s if want > cur else self.down_rate_limit_s
             release_s = p.last_change_s + limit
             if not force and now < release_s - _EPS:
-                self._arm(release_s - now)  # decide again when the rate limit lets us
+                self._arm(now, release_s - now)  # decide again when the rate limit lets us
                 return
-            p.apply(want)
-            self._target = self._targets()  # with invariance the busy target follows f
-        self._arm(self._next_crossing_s())
+            p.apply(want, now)
+            if self.invariant:   # the busy target follows f
+                self._target = self._targets()
+        self._arm(now, self._next_crossing_s(now))
 
-    def _next_crossing_s(self) -> float:
-        """Time until the domain's utilisation may leave the band that maps to the current OPP."""
+    def _next_crossing_s(self, now: float) -> float:
+        """Time from ``now`` until the domain's utilisation may leave the band that maps to the
+        current OPP."""
         p = self.policy
-        band = (p.cur_mhz, p.cap_mhz)
+        band = (self._freq[p.index], p.cap_mhz)
         if band != self._band:
             opps, scale = p.opps_mhz, self.headroom * p.fmax_mhz
             i = bisect.bisect_left(opps, band[0] - 1e-9)
@@ -326,25 +380,27 @@ class Schedutil(Governor):
                 best = min(best, h * math.log2((u - g) / (lower - g)))
         if best == math.inf:
             return best
-        now = self.env.now
         at = math.ceil((now + best + _CROSS_EPS_S) / TICK_S) * TICK_S   # the tick that sees it
         return max(at - now, _CROSS_EPS_S)
 
-    def _arm(self, dt_s: float) -> None:
+    def _arm(self, now: float, dt_s: float) -> None:
         """Make sure a timer fires at ``now + dt_s`` at the latest. One timer is pending at a
         time: an earlier one stays (evaluating early changes nothing: the governor decides from
-        the utilisation at that moment, and re-arms), a later one is replaced."""
-        at = self.env.now + max(dt_s, 0.0)
+        the utilisation at that moment, and re-arms), a later one is replaced. While a batch is
+        replayed the timer is only a time (class doc)."""
+        at = now + max(dt_s, 0.0)
         if at >= self._timer_s:
             return
         self._timer_s = at
+        if self._catching_up or self._defer():
+            return   # `catch_up` fires it
         self.env.call_in(max(dt_s, 0.0), lambda: self._on_timer(at))
 
     def _on_timer(self, at: float) -> None:
         if at != self._timer_s:
             return   # superseded by an earlier timer, which has re-armed since
         self._timer_s = math.inf
-        self._evaluate()
+        self._evaluate(self.env.now)
 
 
 # The cpufreq governors by their sysfs names (scaling_governor).

@@ -302,6 +302,12 @@ class Scheduler:
             self._busy_since = self._time_s
 
     @property
+    def replaying(self) -> bool:
+        """Busy shares held (`hold_busy`) and no thread runnable: nothing on the phone runs at
+        the clocks, so nothing reads them (cpufreq.Schedutil defers its timers)."""
+        return self._held_busy is not None and not self._runnable
+
+    @property
     def busy_now(self) -> list[float]:
         """Per core, 1.0 while it has a runnable thread in the current plan, else 0.0 (read-only)."""
         return self._busy_now

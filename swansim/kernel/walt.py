@@ -113,6 +113,7 @@ class _Cluster:
     need_ts: float = 0.0
     lru: list[int] = field(default_factory=list)
     busy: dict[int, bool] = field(default_factory=dict)
+    steady: bool = False   # the last rollover found need, active cores and core_ctl's need equal
 
 
 class CoreCtl:
@@ -129,9 +130,10 @@ class CoreCtl:
         return sum(1 for x in c.cpus if x not in self.isolated)
 
     @property
-    def settled(self) -> bool:
-        """No cluster is counting down to isolate a CPU."""
-        return all(c.params is None or c.need >= self.active(c) for c in self.clusters)
+    def steady(self) -> bool:
+        """At the last rollover every cluster kept its need, its cores and nothing counting down:
+        another rollover with the same statistics would only move its timestamp."""
+        return all(c.params is None or c.steady for c in self.clusters)
 
     def evaluate(self, now_s: float, busy_pct: Sequence[float], nr: Sequence[int], nr_misfit: Sequence[int],
                  nr_max: Sequence[int]) -> bool:
@@ -171,6 +173,7 @@ class CoreCtl:
                 need += 1
         new = min(max(p.min_cpus, need), n)
         active = self.active(c)
+        c.steady = new == c.need == active
         if new > active:
             apply = True
         else:
@@ -207,15 +210,18 @@ class CoreCtl:
 class WindowStats:
     """Per-CPU statistics of the current window under piecewise-constant plans: the
     frequency-scaled busy time (core_ctl's busy %, sched_get_cpu_util), the time-averaged number
-    of runnable and of misfit tasks and the most runnable tasks seen (sched_get_nr_running_avg)."""
+    of runnable and of misfit tasks and the most runnable tasks seen (sched_get_nr_running_avg).
 
-    # after this many windows closed with one plan and nothing pending, the rest are the same
-    SAME_AFTER = 16
+    Under one plan every full window has the same statistics. Once a full window under the
+    present plan has closed and left core_ctl steady (`CoreCtl.steady`), every later rollover
+    would do what that one did, at its own end: the windows up to now are closed at once, the
+    last of them with those statistics (its end is the timestamp core_ctl keeps)."""
 
     def __init__(self, n: int, window_s: float):
         self.n, self.W = n, window_s
         self.window, self.t = 0, None
         self.busy, self.nr, self.misfit = [0.0] * n, [0] * n, [0] * n
+        self._plan_s = -math.inf   # when the present plan began
         self._reset()
 
     def _reset(self) -> None:
@@ -229,6 +235,7 @@ class WindowStats:
         if now > self.t:
             self._add(now - self.t)
             self.t = now
+        self._plan_s = now
         self.busy, self.nr, self.misfit = busy, nr, misfit
         self.nr_max = [max(a, b) for a, b in zip(self.nr_max, nr)]
 
@@ -238,30 +245,39 @@ class WindowStats:
             self.acc_nr[c] += self.nr[c] * dt
             self.acc_mis[c] += self.misfit[c] * dt
 
-    def advance(self, now: float, close: Callable[..., bool], settled: Callable[[], bool]) -> bool:
+    def advance(self, now: float, close: Callable[..., bool], steady: Callable[[], bool]) -> bool:
         """Accumulate up to ``now``, calling ``close(end_s, busy_pct, nr, nr_misfit, nr_max)`` for
-        every window that ends on the way; True if any call returned True."""
+        every window that ends on the way (class doc); True if any call returned True."""
         W = self.W
         if self.t is None:
             self.t, self.window = now, int(math.floor(now / W + 1e-9))
+            self._plan_s = now   # the first window is counted from now: not a full one
             return False
-        changed, closes = False, 0
+        changed = False
         while True:
             end = (self.window + 1) * W
             if now < end - 1e-12:
                 return changed   # the plan's share of this window is added when it ends or changes
-            self._add(end - self.t)
-            busy_pct = [min(100.0, 100.0 * b / W) for b in self.acc_busy]
-            nr = [int(x / W + NR_THRESHOLD) for x in self.acc_nr]
-            mis = [int(x / W + NR_THRESHOLD) for x in self.acc_mis]
-            changed |= close(end, busy_pct, nr, mis, self.nr_max)
+            full = self._plan_s <= end - W   # the whole window under the present plan
+            if full:   # its statistics are the plan's own, not sums that differ in the last bits
+                stats = ([min(100.0, 100.0 * b) for b in self.busy], [int(x + NR_THRESHOLD) for x in self.nr],
+                         [int(x + NR_THRESHOLD) for x in self.misfit], self.nr_max)
+            else:
+                self._add(end - self.t)
+                stats = ([min(100.0, 100.0 * b / W) for b in self.acc_busy],
+                         [int(x / W + NR_THRESHOLD) for x in self.acc_nr],
+                         [int(x / W + NR_THRESHOLD) for x in self.acc_mis], self.nr_max)
+            changed |= close(end, *stats)
             self._reset()
             self.window += 1
             self.t = end
-            closes += 1
-            if closes > self.SAME_AFTER and settled():
-                self.window = int(math.floor(now / W + 1e-9))
-                self.t = self.window * W
+            if full and steady():
+                last = int(math.floor(now / W))   # the last window ending by now (as the loop tests it)
+                while now < (last + 1) * W - 1e-12:
+                    last -= 1
+                if last >= self.window:
+                    changed |= close((last + 1) * W, *stats)
+                    self.window, self.t = last + 1, (last + 1) * W
 
 
 class WaltPlacement:
@@ -704,4 +720,4 @@ class WaltPlacement:
         cc = self.core_ctl
         if not cc.enabled:
             return False
-        return self._stats.advance(now, cc.evaluate, lambda: cc.settled)
+        return self._stats.advance(now, cc.evaluate, lambda: cc.steady)
