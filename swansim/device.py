@@ -34,6 +34,8 @@ from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, Thermal
 # widened by QUIET_MARGIN_C. Both are assumptions, checked against the event path
 # (tests/test_batchmodel.py).
 QUIET_MARGIN_C = 0.05
+# The first step of such an integration after the power changes (then adapted to the rate).
+HELD_STEP0_S = 1.0
 # A phone found not quiet (hot, throttling) is tried again after QUIET_RETRY_S, then after twice
 # as long each time it still is not, up to QUIET_RETRY_MAX_S: when to try only decides how much
 # is skipped, never what happens.
@@ -130,6 +132,8 @@ class Device:
         # skipped run of its polls began, how many were skipped, its poller)
         self._skips: dict[int, tuple] = {}
         self.platform.on_power_change.append(self._unskip)
+        self._held_step_s = HELD_STEP0_S   # `integrate_held`'s step, kept while the power stays held
+        self.platform.on_power_change.append(self._restart_held_steps)
         self.battery: Battery | None = None
         if spec.battery_capacity_j is not None:
             try:
@@ -256,16 +260,24 @@ class Device:
 
     def integrate_held(self, until_s: float) -> None:
         """Advance to ``until_s`` (nothing is queued before it) in steps over which no cluster's
-        temperature moves more than about HELD_LEAK_STEP_C (the step leakage follows it in)."""
+        temperature moves more than about HELD_LEAK_STEP_C (the step leakage follows it in).
+        The step carries over from one call to the next while the power stays held (a request's
+        batches), and starts again at HELD_STEP0_S when it changes."""
         env, platform = self.env, self.platform
-        temps, step_s = platform.cluster_temp_c, 1.0
+        temps, step_s = platform.cluster_temp_c, self._held_step_s
         while env.now < until_s:
-            env.advance_to(min(env.now + step_s, until_s))
+            dt = min(step_s, until_s - env.now)
+            env.advance_to(env.now + dt)
             self.sched.sync()
             new = platform.cluster_temp_c
             moved = max(abs(a - b) for a, b in zip(new, temps))
             temps = new
-            step_s *= min(2.0, max(0.5, HELD_LEAK_STEP_C / moved)) if moved > 0.0 else 2.0
+            # the step that would move the fastest cluster HELD_LEAK_STEP_C, at most doubling
+            step_s = min(2.0 * step_s, max(0.5 * step_s, HELD_LEAK_STEP_C * dt / moved if moved > 0.0 else math.inf))
+        self._held_step_s = step_s
+
+    def _restart_held_steps(self) -> None:
+        self._held_step_s = HELD_STEP0_S
 
     def run(self, until_s: float) -> None:
         """Run to ``until_s`` and settle every integral there."""

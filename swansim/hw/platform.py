@@ -81,8 +81,9 @@ class Platform:
         # The account in pieces, each a run of lines that change together: one per cluster (its
         # cores' lines and its shared logic), then one per remaining line (uncore, DRAM, board,
         # screen, charger); each heats one node. A piece's power is integrated into the energy
-        # per line and the heat per node only when it changes (or someone reads them), not at
-        # every interval: a change usually touches one cluster and the DRAM line. Python floats:
+        # per line only when it changes (or someone reads the account), not at every interval: a
+        # change usually touches one cluster and the DRAM line. The heat per node is integrated
+        # from the nodes' summed power whenever a piece changes or the network steps. Python floats:
         # a phone has a few dozen lines and a handful of nodes, too few for numpy to pay its
         # per-call cost.
         self._n_k = len(self.clusters)
