@@ -34,8 +34,11 @@ from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, Thermal
 # widened by QUIET_MARGIN_C. Both are assumptions, checked against the event path
 # (tests/test_batchmodel.py).
 QUIET_MARGIN_C = 0.05
-# The first step of such an integration after the power changes (then adapted to the rate).
-HELD_STEP0_S = 1.0
+# Such a stretch's steps are at least this long: a phone heating faster than HELD_LEAK_STEP_C a
+# second (the first seconds of a dense load) has its leakage lag by up to a second of heating
+# (about 1% of the leakage; an assumption, checked against full simulation in
+# tests/test_batchmodel.py). It is also the first step after the power changes.
+HELD_MIN_STEP_S = 1.0
 # A phone found not quiet (hot, throttling) is tried again after QUIET_RETRY_S, then after twice
 # as long each time it still is not, up to QUIET_RETRY_MAX_S: when to try only decides how much
 # is skipped, never what happens.
@@ -132,7 +135,7 @@ class Device:
         # skipped run of its polls began, how many were skipped, its poller)
         self._skips: dict[int, tuple] = {}
         self.platform.on_power_change.append(self._unskip)
-        self._held_step_s = HELD_STEP0_S   # `integrate_held`'s step, kept while the power stays held
+        self._held_step_s = HELD_MIN_STEP_S   # `integrate_held`'s step, kept while the power stays held
         self.platform.on_power_change.append(self._restart_held_steps)
         self.battery: Battery | None = None
         if spec.battery_capacity_j is not None:
@@ -260,9 +263,9 @@ class Device:
 
     def integrate_held(self, until_s: float) -> None:
         """Advance to ``until_s`` (nothing is queued before it) in steps over which no cluster's
-        temperature moves more than about HELD_LEAK_STEP_C (the step leakage follows it in).
-        The step carries over from one call to the next while the power stays held (a request's
-        batches), and starts again at HELD_STEP0_S when it changes."""
+        temperature moves more than about HELD_LEAK_STEP_C (the step leakage follows it in), and
+        at least HELD_MIN_STEP_S long. The step carries over from one call to the next while the
+        power stays held (a request's batches), and starts again when it changes."""
         env, platform = self.env, self.platform
         temps, step_s = platform.cluster_temp_c, self._held_step_s
         while env.now < until_s:
@@ -273,11 +276,12 @@ class Device:
             moved = max(abs(a - b) for a, b in zip(new, temps))
             temps = new
             # the step that would move the fastest cluster HELD_LEAK_STEP_C, at most doubling
-            step_s = min(2.0 * step_s, max(0.5 * step_s, HELD_LEAK_STEP_C * dt / moved if moved > 0.0 else math.inf))
+            want_s = HELD_LEAK_STEP_C * dt / moved if moved > 0.0 else math.inf
+            step_s = max(HELD_MIN_STEP_S, min(2.0 * step_s, max(0.5 * step_s, want_s)))
         self._held_step_s = step_s
 
     def _restart_held_steps(self) -> None:
-        self._held_step_s = HELD_STEP0_S
+        self._held_step_s = HELD_MIN_STEP_S
 
     def run(self, until_s: float) -> None:
         """Run to ``until_s`` and settle every integral there."""
