@@ -241,13 +241,17 @@ class Platform:
         dt = self.time_s - self._heat_since_s
         if dt <= 0.0 or self.frozen_temps:
             return
+        self._heat = [h + w * dt for h, w in zip(self._heat, self._node_powers())]
+        self._heat_since_s = self.time_s
+
+    def _node_powers(self) -> list[float]:
+        """Heat into each node (W) since the last piece changed: the pieces summed per node."""
         if self._node_w_stale:
             node = [0.0] * self._n_nodes
             for w, n in zip(self._piece_w, self._piece_node):
                 node[n] += w
             self._node_w, self._node_w_stale = node, False
-        self._heat = [h + w * dt for h, w in zip(self._heat, self._node_w)]
-        self._heat_since_s = self.time_s
+        return self._node_w
 
     def _install(self, i: int, power_w: float, lines=None) -> None:
         """Piece ``i`` draws ``power_w`` (per line: ``lines``, for a cluster) from the present time on."""
@@ -308,10 +312,7 @@ class Platform:
         """Heat into each thermal node (W), in the order of ``thermal.nodes``, from now on."""
         if self._stale:
             self._recompute()
-        node = [0.0] * self._n_nodes
-        for w, n in zip(self._piece_w, self._piece_node):
-            node[n] += w
-        return np.array(node)
+        return np.array(self._node_powers())
 
     def held_node_power_w(self, cluster_temp_c: Sequence[float]) -> list[float]:
         """Heat into each node from now on if each cluster were at ``cluster_temp_c``, with the
