@@ -109,6 +109,19 @@ def test_fast_forward_matches_full_simulation_through_throttling(ambient_c, preh
     assert ff.platform.thermal.temp_c == pytest.approx(polled.platform.thermal.temp_c, abs=0.01)
 
 
+@pytest.mark.xfail(strict=True, reason="an unpinned team's placement is history: on a phone heating at 25 C "
+                   "PyTorch's default settles, a few batches after the first caps, with two BLAS workers on each of "
+                   "three gold CPUs and three silver CPUs idle (1.33 s a batch, not the 0.93-0.97 s of the capped "
+                   "keys, which start uncapped and are capped after a batch); the key does not carry where the "
+                   "threads are (DESIGN.md, fast-forward)")
+def test_fast_forward_matches_full_simulation_on_a_phone_that_heats_while_it_trains():
+    """A Pixel 3 in a 25 C room trains ResNet-34 with PyTorch's default from cold; it reaches
+    the kernel zone's trip point within half a minute and is throttled from then on."""
+    c = check_fast_forward(lambda: Device(PIXEL3), [("resnet34", pytorch_default(PIXEL3.soc), 50)])
+    assert c.full.thermal.cap_log and c.ff.thermal.cap_log
+    assert c.ff.env.now == pytest.approx(c.full.env.now, rel=0.02)
+
+
 def test_polls_skipped_on_a_bet_that_fails_run_again_on_their_own_schedule():
     """A fast-forward skips quiet polls over the batches its caller expects next (``ahead``).
     When the power changes first - the screen comes on after 3 of 60 expected batches, then
