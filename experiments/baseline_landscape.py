@@ -10,10 +10,13 @@ and ``baseline.png`` under ``--out``.
 The pytorch runtime runs its BLAS pool (OpenBLAS's pthreads server, `[blas]` in
 dnn/runtimes/pytorch.toml); ``--no-blas`` takes it out (the runtime's other figures as fitted
 with it), ``--blas-spin-s`` and ``--blas-pool`` vary its assumptions, ``--group`` the training
-process's Android group.
+process's Android group. ``--nnpack`` runs convolutions as PyTorch v1.8.1 does at a batch of 16
+(`[nnpack]`: NNPACK's pool forward, the backward serial), with the other figures as fitted
+without it.
 
     .venv/bin/python experiments/baseline_landscape.py [--jobs 2] [--out results/baseline]
-        [--no-blas | [--blas-spin-s 0.109] [--blas-pool choice|process]] [--group top_app|foreground]
+        [--no-blas | [--blas-spin-s 0.109] [--blas-pool choice|process]] [--nnpack]
+        [--group top_app|foreground]
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from swansim import checks
 from swansim.batchmodel import BatchKey, simulate_batch
 from swansim.cli import guarded
 from swansim.dnn.choices import enumerate_choices, pytorch_default
-from swansim.dnn.runtime import load_runtime, with_blas
+from swansim.dnn.runtime import load_runtime, with_blas, with_nnpack
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import SWAN_PHONES, Catalogue
 from swansim.pool import run_all
@@ -36,29 +39,36 @@ from swansim.runs.landscape import landscape_frame
 MODELS = ("resnet34", "shufflenet_v2_x2_0", "mobilenet_v2")
 
 
-def _cost(key: BatchKey, blas: dict | None) -> tuple[float, float]:
-    """(latency, energy) of one landscape row, the runtime's BLAS pool changed by ``blas``."""
-    rt = with_blas(load_runtime(key.runtime), **blas) if blas else None
-    c = simulate_batch(key, runtime=rt, record_layers=False)
+def _cost(key: BatchKey, blas: dict | None, nnpack: bool = False) -> tuple[float, float]:
+    """(latency, energy) of one landscape row, the runtime's BLAS pool changed by ``blas``,
+    with NNPACK's convolutions if ``nnpack``."""
+    rt = load_runtime(key.runtime)
+    if blas:
+        rt = with_blas(rt, **blas)
+    if nnpack:
+        rt = with_nnpack(rt, enabled=True)
+    c = simulate_batch(key, runtime=rt if blas or nnpack else None, record_layers=False)
     return c.latency_s, c.net_energy_j
 
 
-def landscape(device: str, model: str, jobs: int | None, blas: dict | None, group: str) -> pd.DataFrame:
-    """The pinned choices and the default, as `landscape_frame` rows (the BLAS variant needs
+def landscape(device: str, model: str, jobs: int | None, blas: dict | None, group: str,
+              nnpack: bool = False) -> pd.DataFrame:
+    """The pinned choices and the default, as `landscape_frame` rows (a runtime variant needs
     its runtime passed on, which a named landscape does not)."""
-    if not blas and group == "top_app":
+    if not blas and not nnpack and group == "top_app":
         return landscape_frame(device, model, mixed=False, jobs=jobs)
     soc = Catalogue.load().device(device).soc
     choices = enumerate_choices(soc, mixed=False) + [pytorch_default(soc)]
     keys = [BatchKey(device, model, c, group=group) for c in choices]
-    costs = run_all(_cost, [(k, blas) for k in keys], jobs, desc=f"{device} {model}", progress=False)
+    costs = run_all(_cost, [(k, blas, nnpack) for k in keys], jobs, desc=f"{device} {model}", progress=False)
     return pd.DataFrame({"choice": [c.label for c in choices], "kind": [c.kind for c in choices],
                          "latency_s": [c[0] for c in costs], "energy_j": [c[1] for c in costs]})
 
 
-def gaps(device: str, model: str, jobs: int | None, blas: dict | None = None, group: str = "top_app") -> dict:
+def gaps(device: str, model: str, jobs: int | None, blas: dict | None = None, group: str = "top_app",
+         nnpack: bool = False) -> dict:
     """The default's latency and energy over the best pinned choice's, for one landscape."""
-    df = landscape(device, model, jobs, blas, group)
+    df = landscape(device, model, jobs, blas, group, nnpack)
     default = df[df["kind"] == "default"].iloc[0]
     pinned = df[df["kind"] != "default"]
     fast = pinned.loc[pinned["latency_s"].idxmin()]
@@ -106,6 +116,8 @@ def main(argv=None) -> None:
     ap.add_argument("--no-blas", action="store_true", help="the pytorch runtime without its BLAS pool")
     ap.add_argument("--blas-spin-s", type=float, default=None, help="its workers' spin before they sleep")
     ap.add_argument("--blas-pool", choices=("choice", "process"), default=None, help="a pinned choice's pool")
+    ap.add_argument("--nnpack", action="store_true",
+                    help="convolutions on NNPACK as PyTorch v1.8.1 runs a batch of 16 (the runtime not refitted)")
     ap.add_argument("--group", default="top_app", help="the training process's Android group")
     ap.add_argument("--devices", default=",".join(SWAN_PHONES))
     ap.add_argument("--models", default=",".join(MODELS))
@@ -120,7 +132,7 @@ def main(argv=None) -> None:
     if args.blas_pool is not None:
         blas["pinned_pool"] = args.blas_pool
     blas = blas or None
-    table = pd.DataFrame([gaps(d, m, args.jobs, blas, args.group) for d in devices for m in models])
+    table = pd.DataFrame([gaps(d, m, args.jobs, blas, args.group, args.nnpack) for d in devices for m in models])
     table.to_csv(out / "baseline.csv", index=False)
     plot(table, out / "baseline.png", devices, models)
     for col in ("latency_gap", "energy_gap"):

@@ -98,6 +98,23 @@ class BlasParams:
 
 
 @dataclass(frozen=True)
+class NnpackParams:
+    """NNPACK's convolutions (PyTorch's ``_nnpack_spatial_convolution``), taken for every
+    convolution of the ``ops`` classes - each group of a grouped one too - when the batch has at
+    least ``min_batch`` samples. The forward pass runs on NNPACK's own pthreadpool (the calling
+    thread and its workers, as many as the job's first NNPACK call had threads), whose waiting
+    threads poll ``spin_iterations`` times (at the family's cycles per poll) before they sleep;
+    the backward pass is a serial loop over the batch on the calling thread (its GEMMs on the BLAS
+    pool when large enough). Not modelled: NNPACK's own arithmetic (Winograd or FFT tiles at
+    stride 1, implicit GEMM when strided); a forward region's work stays slow_conv2d's."""
+
+    enabled: bool
+    min_batch: int
+    ops: tuple[str, ...]
+    spin_iterations: float
+
+
+@dataclass(frozen=True)
 class FitParam:
     """One fitted quantity: the fields it sets, its prior and its plausible bounds."""
 
@@ -136,6 +153,7 @@ class Runtime:
     fit_params: tuple[FitParam, ...] = ()
     fit_info: dict | None = None
     blas: BlasParams | None = None   # None: GEMMs run on the calling thread (no BLAS pool)
+    nnpack: NnpackParams | None = None   # None: no convolution takes NNPACK
 
     def family_of(self, uarch: str) -> str:
         """The core family of a uarch name (by fragment, e.g. "cortex-a55" -> "inorder")."""
@@ -272,7 +290,8 @@ def load_runtime(name_or_path: str | Path) -> Runtime:
         families=families, default_family=default_family, family=fam_params, ops=ops,
     )
     params, info = _fit_spec(data.get("fit"), path, rt)
-    return replace(rt, fit_params=params, fit_info=info, blas=_blas(r) if "blas" in data else None)
+    return replace(rt, fit_params=params, fit_info=info, blas=_blas(r) if "blas" in data else None,
+                   nnpack=_nnpack(r) if "nnpack" in data else None)
 
 
 def with_blas(rt: Runtime, **changes) -> Runtime:
@@ -280,6 +299,38 @@ def with_blas(rt: Runtime, **changes) -> Runtime:
     if rt.blas is None:
         raise InputError(rt.path, "blas", "this runtime has no [blas] table")
     return replace(rt, blas=replace(rt.blas, **changes))
+
+
+def with_nnpack(rt: Runtime, **changes) -> Runtime:
+    """``rt`` with its NNPACK fields changed (e.g. ``enabled=True``)."""
+    if rt.nnpack is None:
+        raise InputError(rt.path, "nnpack", "this runtime has no [nnpack] table")
+    return replace(rt, nnpack=replace(rt.nnpack, **changes))
+
+
+def nnpack_backward(rt: Runtime) -> Runtime:
+    """``rt`` as a job whose convolutions take NNPACK runs its backward pass: their input and
+    weight gradients serial on the calling thread (`NnpackParams`)."""
+    ops = dict(rt.ops)
+    for op in rt.nnpack.ops:
+        ops[op] = replace(ops[op], split={**ops[op].split, "bwd_input": "serial", "bwd_weight": "serial"})
+    return replace(rt, ops=ops)
+
+
+def _nnpack(r: SourcedTable) -> NnpackParams:
+    """The optional [nnpack] table (see `NnpackParams`)."""
+    t = r.sub("nnpack")
+    enabled = t.get("enabled")
+    if not isinstance(enabled, bool):
+        raise t.err("enabled", f"expected true or false, got {enabled!r}")
+    min_batch = t.num("min_batch", 1, 1e6)
+    if min_batch != int(min_batch):
+        raise t.err("min_batch", f"expected a whole number, got {min_batch}")
+    ops = t.get("ops")
+    if not (isinstance(ops, list) and ops and all(x in OP_CLASSES for x in ops)):
+        raise t.err("ops", f"expected a list of op classes ({', '.join(OP_CLASSES)}), got {ops!r}")
+    t.need_source("ops")
+    return NnpackParams(enabled, int(min_batch), tuple(ops), t.num("spin_iterations", 0, 1e10))
 
 
 def _blas(r: SourcedTable) -> BlasParams:

@@ -22,6 +22,13 @@ with the last of them; the workers then spin for the pool's ``spin_s`` (0.109 s 
 cores for a pinned choice, or the process's cpuset), so its spinning workers compete with the
 OpenMP team for the cores. Both pools wait alike (`_take`, `_wait`): poll for a budget, then sleep.
 
+With the runtime's NNPACK path enabled (`dnn.runtime.NnpackParams`, PyTorch v1.8.1 at a batch of
+16 or more), the forward regions of convolutions run on a third team, NNPACK's pthreadpool: the
+master and the pool's workers, created at the job's first such call with its thread count and
+never resized, waiting with the pool's own poll budget; the backward of those ops is serial on
+the master (`dnn.runtime.nnpack_backward`). A region runs on whichever team is present
+(`_team`); only these forward regions swap it.
+
 The job's control flow (batches, layers, regions) is a generator driven by callbacks, not a
 SimPy process: it yields a piece of work (`_Work`), a forked team (`_Team`) or a SimPy event,
 and is resumed from the scheduler's replan when the work or the team is done - so a region
@@ -33,7 +40,7 @@ documented in DESIGN.md); it never imports the device.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence, Union
 
 import simpy
@@ -41,7 +48,7 @@ import simpy
 from swansim.dnn.choices import Choice, Plan
 from swansim.dnn.graph import Model
 from swansim.dnn.regions import Region, SocView, harmonic, phase_regions, time_region
-from swansim.dnn.runtime import Runtime
+from swansim.dnn.runtime import Runtime, nnpack_backward
 from swansim.hw.profile import TOP_APP, SocSpec
 
 PlanLike = Union[Choice, Plan, Callable[[int], Union[Choice, Plan]]]
@@ -121,6 +128,22 @@ class TrainingJob:
         self.blas_pool: list = []                     # the BLAS pool's workers (the master is its caller)
         self._blas_workers: list[_Worker] = []
         self._blas_affinity: tuple[int, ...] | None = None
+        # The team a region runs on: (threads, their pool bookkeeping, spin budget per cluster in
+        # cycles, the cost model's view for a per-group loop). Thread 0 is always the master.
+        self._omp = (self.pool, self._workers, self._spin_cyc, self.view, 0)
+        self._team = self._omp
+        nn = runtime.nnpack
+        self._nnp = nn if nn is not None and nn.enabled and model.batch >= nn.min_batch else None
+        self.nnp_pool: list = []                      # NNPACK's pthreadpool workers
+        self._nnp_started = False                     # the pool exists (sized at the first call)
+        self._nnp_workers: list[_Worker] = []
+        if self._nnp is not None:
+            self.runtime = runtime = nnpack_backward(runtime)
+            self.view = SocView.of(soc, runtime)
+            nnp_rt = replace(runtime, spin_iterations=nn.spin_iterations)
+            self._nnp_cyc = [nnp_rt.spin_budget_cycles(f) for f in self.view.family]   # per cluster
+            self._nnp_view = SocView.of(soc, nnp_rt)
+            self._omp = self._team = (self.pool, self._workers, self._spin_cyc, self.view, 0)
         self.migrations = 0
         self._started = False
         self.batch_rows: list[tuple] = []
@@ -195,7 +218,7 @@ class TrainingJob:
         for th in self.pool:
             self.sched.stop(th)
             self._workers[self.pool.index(th)].state = "sleep"
-        for th, w in zip(self.blas_pool, self._blas_workers):
+        for th, w in zip(self.blas_pool + self.nnp_pool, self._blas_workers + self._nnp_workers):
             self.sched.stop(th)
             w.state, w.token = "sleep", w.token + 1
 
@@ -254,12 +277,13 @@ class TrainingJob:
             yield _Work(self.pool[0], 1.0, tuple(1.0 / c for c in cycles))
 
     def _stop_worker(self, i: int) -> float:
-        """Take OpenMP worker ``i`` out of the pool wait; returns its wake-up delay (0 if spinning)."""
-        return self._take(self.pool[i], self._workers[i])
+        """Take the team's worker ``i`` out of the pool wait; returns its wake-up delay (0 if spinning)."""
+        threads, workers = self._team[0], self._team[1]
+        return self._take(threads[i], workers[i])
 
     def _park(self, i: int) -> None:
-        """OpenMP worker ``i`` (spinning at the barrier) waits in the pool: spin for the budget, then sleep."""
-        self._wait(self.pool[i], self._workers[i], self._spin_s(i))
+        """The team's worker ``i`` (spinning at the barrier) waits in the pool: spin for the budget, then sleep."""
+        self._wait(self._team[0][i], self._team[1][i], self._spin_s(i))
 
     def _take(self, th, w: _Worker) -> float:
         """Take a waiting thread (of either pool) out of its wait; its wake-up delay (0 if it
@@ -299,13 +323,13 @@ class TrainingJob:
         return th.cpu if th.cpu is not None else th.affinity[0]
 
     def _cluster(self, i: int) -> int:
-        return self.platform.cluster_of_cpu[self._cpu_of(self.pool[i])]
+        return self.platform.cluster_of_cpu[self._cpu_of(self._team[0][i])]
 
     def _freq_hz(self, i: int) -> float:
         return self.platform.freq_mhz[self._cluster(i)] * 1e6
 
     def _wake_latency(self, i: int) -> float:
-        return self._wake_latency_of(self.pool[i])
+        return self._wake_latency_of(self._team[0][i])
 
     def _wake_latency_of(self, th) -> float:
         return self.runtime.family[self.view.family[self.platform.cluster_of_cpu[self._cpu_of(th)]]].wake_latency_s
@@ -313,7 +337,7 @@ class TrainingJob:
     def _spin_s(self, i: int) -> float:
         """How long thread ``i`` spins before it sleeps, at its core's present clock."""
         k = self._cluster(i)
-        return self._spin_cyc[k] / (self.platform.freq_mhz[k] * 1e6)
+        return self._team[2][k] / (self.platform.freq_mhz[k] * 1e6)
 
     def _futex_s(self, i: int) -> float:
         """What thread ``i`` spends waking one sleeping thread (futex_wake), at its current speed."""
@@ -323,12 +347,52 @@ class TrainingJob:
     # -- regions --------------------------------------------------------------------------
 
     def _region(self, r: Region, choice: Choice, layer: int, phase: str):
+        if self._nnp is not None and phase == "fwd" and r.op in self._nnp.ops:
+            r = self._nnp_setup(choice, r)   # NNPACK's own loops, no BLAS call
+            try:
+                yield from self._team_region(r, layer, phase)
+            finally:
+                self._team = self._omp
+            return
         if self._blas is not None and r.repeat == 1 and r.gemm_mnk > self._blas.mt_threshold_mnk \
                 and self._blas_size(choice) > 1:
             yield from self._blas_region(r, choice, layer, phase)
             return
+        yield from self._team_region(r, layer, phase)
+
+    # NNPACK workers' ids in thread_frame: NNP_THREAD_ID + their index in the pool's team
+    NNP_THREAD_ID = 1000
+
+    def _nnp_setup(self, choice: Choice, r: Region) -> Region:
+        """Make NNPACK's pthreadpool the present team for region ``r``; returns ``r`` split over it.
+
+        The pool is created at the job's first NNPACK call with that call's thread count and never
+        resized (NNPACK.cpp nnpack_threadpool); a later call with another count is split equally
+        over the pool's threads, as pthreadpool does. Assumption: its workers may use the
+        choice's cores (within the process's cpuset): pthread_create copies the creating thread's
+        affinity, and the paper pins the process to the choice's core set."""
+        if not self._nnp_started:
+            self._nnp_started = True
+            allowed = self.cpuset if self.cpuset is not None else tuple(range(self.soc.n_cpus))
+            cpus = tuple(c for c in choice.cpus if c in allowed) or allowed
+            for j in range(len(r.team) - 1):
+                self.nnp_pool.append(self.sched.spawn(f"{self.name}.nnp{j}", cpus, self.nice, group=self.name,
+                                                      cgroup=self.cgroup, colocated=self.colocated))
+                self._nnp_workers.append(_Worker())
+        n = len(self.nnp_pool) + 1
+        if len(r.team) != n:
+            share = sum(w.units for w in r.team) / n
+            r = replace(r, team=tuple(replace(r.team[min(i, len(r.team) - 1)], units=share) for i in range(n)))
+        self._team = ([self.pool[0], *self.nnp_pool], [self._workers[0], *self._nnp_workers], self._nnp_cyc,
+                      self._nnp_view, self.NNP_THREAD_ID)
+        return r
+
+    def _team_region(self, r: Region, layer: int, phase: str):
+        """Region ``r`` on the present team (`_team`): the master's serial part, or a fork of the
+        team, each member's chunk, the join."""
         sched = self.sched
-        master = self.pool[0]
+        threads = self._team[0]
+        master = threads[0]
         self._stop_worker(0)
         k0 = self._cluster(0)
         if not r.parallel:
@@ -369,7 +433,8 @@ class TrainingJob:
         if self.record_layers:
             b = self.batch_index
             for i in range(n):
-                self.thread_rows.append((b, layer, phase, r.op, i, self._cpu_of(self.pool[i]), fork, finishes[i],
+                tid = i if i == 0 else self._team[4] + i
+                self.thread_rows.append((b, layer, phase, r.op, tid, self._cpu_of(threads[i]), fork, finishes[i],
                                          r.team[i].units * r.repeat))
 
     def _repeat_plan(self, r: Region):
@@ -384,11 +449,11 @@ class TrainingJob:
         f = [self._freq_hz(i) for i in range(n)]
         gaps = [0.0]
         for i in range(1, n):
-            was = self._workers[i].state
+            was = self._team[1][i].state
             self._stop_worker(i)
             gaps.append(math.inf if was == "sleep" else 0.0)
         bw = self.soc.dram_bandwidth_gbps * 1e9
-        t = time_region(self.view, r, k, f, gaps, bw)
+        t = time_region(self._team[3], r, k, f, gaps, bw)
         busy = [t.busy[i] * f[i] for i in range(n)]
         idle = [max(0.0, t.duration - t.busy[i]) if i == 0 else max(0.0, t.arrive[i] - t.busy[i])
                 for i in range(n)]
@@ -401,7 +466,7 @@ class TrainingJob:
                       team: "_Team") -> None:
         """One thread through a macro region: its busy cycles with its idle share interleaved
         (each repeat is far shorter than PELT's window: the kernel sees the average busy share)."""
-        th = self.pool[i]
+        th = self._team[0][i]
         w = r.team[i]
         k = self._cluster(i)
         amount = busy_cycles * w.speed[k]
@@ -416,7 +481,7 @@ class TrainingJob:
                 join: "_Join | None" = None) -> None:
         """One thread's chunk of a region after its wake-up delay; the master (``join``) then
         spins for its budget at the join and sleeps until the last worker arrives."""
-        th = self.pool[i]
+        th = self._team[0][i]
 
         def done() -> None:
             if join is not None:   # armed before arriving: the last arrival resumes the master at once
