@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence, Union
+from typing import Callable, NamedTuple, Sequence, Union
 
 import simpy
 
@@ -79,6 +79,18 @@ class _Work:
     amount: float
     speed: tuple
     bytes_per_unit: float = 0.0
+
+
+class _Pool(NamedTuple):
+    """The threads a region runs on (thread 0 is always the master), their pool bookkeeping,
+    their spin budget per cluster (cycles), the cost model's view of their waiting (a per-group
+    loop's timing) and the first id of their workers in `TrainingJob.thread_frame`."""
+
+    threads: list
+    workers: list
+    spin_cycles: list
+    view: SocView
+    first_id: int
 
 
 @dataclass(slots=True)
@@ -128,22 +140,16 @@ class TrainingJob:
         self.blas_pool: list = []                     # the BLAS pool's workers (the master is its caller)
         self._blas_workers: list[_Worker] = []
         self._blas_affinity: tuple[int, ...] | None = None
-        # The team a region runs on: (threads, their pool bookkeeping, spin budget per cluster in
-        # cycles, the cost model's view for a per-group loop). Thread 0 is always the master.
-        self._omp = (self.pool, self._workers, self._spin_cyc, self.view, 0)
-        self._team = self._omp
         nn = runtime.nnpack
         self._nnp = nn if nn is not None and nn.enabled and model.batch >= nn.min_batch else None
         self.nnp_pool: list = []                      # NNPACK's pthreadpool workers
-        self._nnp_started = False                     # the pool exists (sized at the first call)
         self._nnp_workers: list[_Worker] = []
+        self._nnp_team: _Pool | None = None           # made at the first NNPACK call
         if self._nnp is not None:
             self.runtime = runtime = nnpack_backward(runtime)
             self.view = SocView.of(soc, runtime)
-            nnp_rt = replace(runtime, spin_iterations=nn.spin_iterations)
-            self._nnp_cyc = [nnp_rt.spin_budget_cycles(f) for f in self.view.family]   # per cluster
-            self._nnp_view = SocView.of(soc, nnp_rt)
-            self._omp = self._team = (self.pool, self._workers, self._spin_cyc, self.view, 0)
+        # the team a region runs on (`_region`): the OpenMP team unless NNPACK's pool stands in
+        self._omp = self._team = _Pool(self.pool, self._workers, self._spin_cyc, self.view, 0)
         self.migrations = 0
         self._started = False
         self.batch_rows: list[tuple] = []
@@ -278,12 +284,11 @@ class TrainingJob:
 
     def _stop_worker(self, i: int) -> float:
         """Take the team's worker ``i`` out of the pool wait; returns its wake-up delay (0 if spinning)."""
-        threads, workers = self._team[0], self._team[1]
-        return self._take(threads[i], workers[i])
+        return self._take(self._team.threads[i], self._team.workers[i])
 
     def _park(self, i: int) -> None:
         """The team's worker ``i`` (spinning at the barrier) waits in the pool: spin for the budget, then sleep."""
-        self._wait(self._team[0][i], self._team[1][i], self._spin_s(i))
+        self._wait(self._team.threads[i], self._team.workers[i], self._spin_s(i))
 
     def _take(self, th, w: _Worker) -> float:
         """Take a waiting thread (of either pool) out of its wait; its wake-up delay (0 if it
@@ -323,13 +328,13 @@ class TrainingJob:
         return th.cpu if th.cpu is not None else th.affinity[0]
 
     def _cluster(self, i: int) -> int:
-        return self.platform.cluster_of_cpu[self._cpu_of(self._team[0][i])]
+        return self.platform.cluster_of_cpu[self._cpu_of(self._team.threads[i])]
 
     def _freq_hz(self, i: int) -> float:
         return self.platform.freq_mhz[self._cluster(i)] * 1e6
 
     def _wake_latency(self, i: int) -> float:
-        return self._wake_latency_of(self._team[0][i])
+        return self._wake_latency_of(self._team.threads[i])
 
     def _wake_latency_of(self, th) -> float:
         return self.runtime.family[self.view.family[self.platform.cluster_of_cpu[self._cpu_of(th)]]].wake_latency_s
@@ -337,7 +342,7 @@ class TrainingJob:
     def _spin_s(self, i: int) -> float:
         """How long thread ``i`` spins before it sleeps, at its core's present clock."""
         k = self._cluster(i)
-        return self._team[2][k] / (self.platform.freq_mhz[k] * 1e6)
+        return self._team.spin_cycles[k] / (self.platform.freq_mhz[k] * 1e6)
 
     def _futex_s(self, i: int) -> float:
         """What thread ``i`` spends waking one sleeping thread (futex_wake), at its current speed."""
@@ -371,27 +376,29 @@ class TrainingJob:
         over the pool's threads, as pthreadpool does. Assumption: its workers may use the
         choice's cores (within the process's cpuset): pthread_create copies the creating thread's
         affinity, and the paper pins the process to the choice's core set."""
-        if not self._nnp_started:
-            self._nnp_started = True
+        if self._nnp_team is None:
             allowed = self.cpuset if self.cpuset is not None else tuple(range(self.soc.n_cpus))
             cpus = tuple(c for c in choice.cpus if c in allowed) or allowed
             for j in range(len(r.team) - 1):
                 self.nnp_pool.append(self.sched.spawn(f"{self.name}.nnp{j}", cpus, self.nice, group=self.name,
                                                       cgroup=self.cgroup, colocated=self.colocated))
                 self._nnp_workers.append(_Worker())
-        n = len(self.nnp_pool) + 1
+            rt = replace(self.runtime, spin_iterations=self._nnp.spin_iterations)
+            self._nnp_team = _Pool([self.pool[0], *self.nnp_pool], [self._workers[0], *self._nnp_workers],
+                                   [rt.spin_budget_cycles(f) for f in self.view.family], SocView.of(self.soc, rt),
+                                   self.NNP_THREAD_ID)
+        n = len(self._nnp_team.threads)
         if len(r.team) != n:
             share = sum(w.units for w in r.team) / n
             r = replace(r, team=tuple(replace(r.team[min(i, len(r.team) - 1)], units=share) for i in range(n)))
-        self._team = ([self.pool[0], *self.nnp_pool], [self._workers[0], *self._nnp_workers], self._nnp_cyc,
-                      self._nnp_view, self.NNP_THREAD_ID)
+        self._team = self._nnp_team
         return r
 
     def _team_region(self, r: Region, layer: int, phase: str):
         """Region ``r`` on the present team (`_team`): the master's serial part, or a fork of the
         team, each member's chunk, the join."""
         sched = self.sched
-        threads = self._team[0]
+        threads = self._team.threads
         master = threads[0]
         self._stop_worker(0)
         k0 = self._cluster(0)
@@ -433,7 +440,7 @@ class TrainingJob:
         if self.record_layers:
             b = self.batch_index
             for i in range(n):
-                tid = i if i == 0 else self._team[4] + i
+                tid = i if i == 0 else self._team.first_id + i
                 self.thread_rows.append((b, layer, phase, r.op, tid, self._cpu_of(threads[i]), fork, finishes[i],
                                          r.team[i].units * r.repeat))
 
@@ -449,11 +456,11 @@ class TrainingJob:
         f = [self._freq_hz(i) for i in range(n)]
         gaps = [0.0]
         for i in range(1, n):
-            was = self._team[1][i].state
+            was = self._team.workers[i].state
             self._stop_worker(i)
             gaps.append(math.inf if was == "sleep" else 0.0)
         bw = self.soc.dram_bandwidth_gbps * 1e9
-        t = time_region(self._team[3], r, k, f, gaps, bw)
+        t = time_region(self._team.view, r, k, f, gaps, bw)
         busy = [t.busy[i] * f[i] for i in range(n)]
         idle = [max(0.0, t.duration - t.busy[i]) if i == 0 else max(0.0, t.arrive[i] - t.busy[i])
                 for i in range(n)]
@@ -466,7 +473,7 @@ class TrainingJob:
                       team: "_Team") -> None:
         """One thread through a macro region: its busy cycles with its idle share interleaved
         (each repeat is far shorter than PELT's window: the kernel sees the average busy share)."""
-        th = self._team[0][i]
+        th = self._team.threads[i]
         w = r.team[i]
         k = self._cluster(i)
         amount = busy_cycles * w.speed[k]
@@ -481,7 +488,7 @@ class TrainingJob:
                 join: "_Join | None" = None) -> None:
         """One thread's chunk of a region after its wake-up delay; the master (``join``) then
         spins for its budget at the join and sleeps until the last worker arrives."""
-        th = self._team[0][i]
+        th = self._team.threads[i]
 
         def done() -> None:
             if join is not None:   # armed before arriving: the last arrival resumes the master at once
@@ -606,7 +613,8 @@ class TrainingJob:
 
     def thread_frame(self):
         """One row per thread per parallel region: when it forked and when it finished. ``thread``:
-        the OpenMP team's index (0: the master); a BLAS pool's workers are -1, -2, ..."""
+        the OpenMP team's index (0: the master); a BLAS pool's workers are -1, -2, ...; NNPACK's
+        are ``NNP_THREAD_ID`` + 1, + 2, ..."""
         import pandas as pd
         df = pd.DataFrame(self.thread_rows, columns=["batch", "layer", "phase", "op", "thread",
                                                      "cpu", "fork_s", "finish_s", "units"])
