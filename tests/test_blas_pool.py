@@ -3,26 +3,19 @@ its equal shares, its spinning workers; and nothing at all where no GEMM reaches
 import pytest
 
 from swansim.batchmodel import BatchKey, simulate_batch
-from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import parse_choice, pytorch_default
 from swansim.dnn.regions import gemm_mnk
 from swansim.dnn.runtime import with_blas
 from swansim.dnn.tasks import build_task
-from swansim.dnn.training import TrainingJob
 
-from conftest import PIXEL3, PYTORCH
+from conftest import PIXEL3, PYTORCH, train_on
 
 RT = PYTORCH
 ON = with_blas(RT, enabled=True)
 
 
 def job_on(choice, runtime=ON, group="top_app", batches=1, model="resnet34"):
-    dev = Device(PIXEL3, DeviceConfig(governor="performance", thermal_governor="off", frozen_temps=True))
-    job = TrainingJob(dev.env, dev.sched, PIXEL3.soc, build_task(model), runtime, choice, n_batches=batches,
-                      cpuset=PIXEL3.cpuset(group), cgroup=group)
-    dev.env.run(until=job.process)
-    dev.sched.sync()
-    return dev, job
+    return train_on(choice, runtime, group, batches, model)
 
 
 def test_the_committed_runtime_runs_the_pool_it_was_fitted_with():

@@ -1,24 +1,18 @@
 """PyTorch v1.8.1's NNPACK path for a batch of 16 (the pytorch profile's [nnpack], off until the
 runtime is refitted with it): forward convolutions on NNPACK's own pthreadpool, sized at the
 job's first call, whose workers poll before they sleep; their backward serial on the master."""
-from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import Plan, parse_choice
 from swansim.dnn.runtime import with_nnpack
 from swansim.dnn.tasks import build_task
-from swansim.dnn.training import TrainingJob
 
-from conftest import PIXEL3, PYTORCH
+from conftest import PIXEL3, PYTORCH, train_on
 
 ON = with_nnpack(PYTORCH, enabled=True)
 CONVS = ("conv", "pointwise", "depthwise")
 
 
-def run(plan, runtime=ON, model="resnet34", batch=None):
-    dev = Device(PIXEL3, DeviceConfig(governor="performance", thermal_governor="off", frozen_temps=True))
-    job = TrainingJob(dev.env, dev.sched, PIXEL3.soc, build_task(model, batch), runtime, plan, n_batches=1)
-    dev.env.run(until=job.process)
-    dev.sched.sync()
-    return dev, job
+def run(plan, runtime=ON, batch=None):
+    return train_on(plan, runtime, batch=batch)
 
 
 def test_the_committed_runtime_leaves_nnpack_off_until_refitted():

@@ -87,6 +87,22 @@ def test_every_runtime_number_has_a_provenance(tmp_path: Path):
         load_runtime("no-such-runtime")
 
 
+@pytest.mark.parametrize("old, new, field", [
+    ('\nops = ["conv", "pointwise", "depthwise"]', '\nops = ["conv", "winograd"]', "nnpack.ops"),
+    ("min_batch = 16", "min_batch = 16.5", "nnpack.min_batch"),
+    ("[nnpack]\nenabled = false", '[nnpack]\nenabled = "no"', "nnpack.enabled"),
+    ('spin_iterations = "source: pthreadpool', 'spin_polls = "source: pthreadpool', "spin_iterations"),
+])
+def test_a_bad_nnpack_table_is_one_error_naming_the_file_and_field(tmp_path: Path, old, new, field):
+    text = (RUNTIME_DIR / "pytorch.toml").read_text()
+    assert old in text
+    broken = tmp_path / "broken.toml"
+    broken.write_text(text.replace(old, new, 1))
+    with pytest.raises(InputError) as err:
+        load_runtime(broken)
+    assert "broken.toml" in str(err.value) and field in str(err.value)
+
+
 def test_core_families_split_a7x_from_a76_and_later():
     for name in ("pytorch", "ncnn"):
         rt = load_runtime(name)

@@ -320,30 +320,33 @@ def nnpack_backward(rt: Runtime) -> Runtime:
 def _nnpack(r: SourcedTable) -> NnpackParams:
     """The optional [nnpack] table (see `NnpackParams`)."""
     t = r.sub("nnpack")
-    enabled = t.get("enabled")
-    if not isinstance(enabled, bool):
-        raise t.err("enabled", f"expected true or false, got {enabled!r}")
-    min_batch = t.num("min_batch", 1, 1e6)
-    if min_batch != int(min_batch):
-        raise t.err("min_batch", f"expected a whole number, got {min_batch}")
     ops = t.get("ops")
     if not (isinstance(ops, list) and ops and all(x in OP_CLASSES for x in ops)):
         raise t.err("ops", f"expected a list of op classes ({', '.join(OP_CLASSES)}), got {ops!r}")
     t.need_source("ops")
-    return NnpackParams(enabled, int(min_batch), tuple(ops), t.num("spin_iterations", 0, 1e10))
+    return NnpackParams(_flag(t, "enabled"), _whole(t, "min_batch", 1, 1e6), tuple(ops),
+                        t.num("spin_iterations", 0, 1e10))
+
+
+def _flag(t: SourcedTable, key: str) -> bool:
+    v = t.get(key)
+    if not isinstance(v, bool):
+        raise t.err(key, f"expected true or false, got {v!r}")
+    return v
+
+
+def _whole(t: SourcedTable, key: str, lo: float, hi: float) -> int:
+    v = t.num(key, lo, hi)
+    if v != int(v):
+        raise t.err(key, f"expected a whole number, got {v}")
+    return int(v)
 
 
 def _blas(r: SourcedTable) -> BlasParams:
     """The optional [blas] table (see `BlasParams`)."""
     t = r.sub("blas")
-    enabled = t.get("enabled")
-    if not isinstance(enabled, bool):
-        raise t.err("enabled", f"expected true or false, got {enabled!r}")
-    max_threads = t.num("max_threads", 1, 256)
-    if max_threads != int(max_threads):
-        raise t.err("max_threads", f"expected a whole number, got {max_threads}")
-    return BlasParams(enabled, t.num("mt_threshold_mnk", 0, 1e12), t.num("spin_s", 0, 60), int(max_threads),
-                      t.str("pinned_pool", choices=("choice", "process")))
+    return BlasParams(_flag(t, "enabled"), t.num("mt_threshold_mnk", 0, 1e12), t.num("spin_s", 0, 60),
+                      _whole(t, "max_threads", 1, 256), t.str("pinned_pool", choices=("choice", "process")))
 
 
 def _fit_spec(fit: Any, path: Path, rt: Runtime) -> tuple[tuple[FitParam, ...], dict | None]:
