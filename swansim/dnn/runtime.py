@@ -324,29 +324,15 @@ def _nnpack(r: SourcedTable) -> NnpackParams:
     if not (isinstance(ops, list) and ops and all(x in OP_CLASSES for x in ops)):
         raise t.err("ops", f"expected a list of op classes ({', '.join(OP_CLASSES)}), got {ops!r}")
     t.need_source("ops")
-    return NnpackParams(_flag(t, "enabled"), _whole(t, "min_batch", 1, 1e6), tuple(ops),
+    return NnpackParams(t.bool("enabled"), t.int("min_batch", 1, 10**6), tuple(ops),
                         t.num("spin_iterations", 0, 1e10))
-
-
-def _flag(t: SourcedTable, key: str) -> bool:
-    v = t.get(key)
-    if not isinstance(v, bool):
-        raise t.err(key, f"expected true or false, got {v!r}")
-    return v
-
-
-def _whole(t: SourcedTable, key: str, lo: float, hi: float) -> int:
-    v = t.num(key, lo, hi)
-    if v != int(v):
-        raise t.err(key, f"expected a whole number, got {v}")
-    return int(v)
 
 
 def _blas(r: SourcedTable) -> BlasParams:
     """The optional [blas] table (see `BlasParams`)."""
     t = r.sub("blas")
-    return BlasParams(_flag(t, "enabled"), t.num("mt_threshold_mnk", 0, 1e12), t.num("spin_s", 0, 60),
-                      _whole(t, "max_threads", 1, 256), t.str("pinned_pool", choices=("choice", "process")))
+    return BlasParams(t.bool("enabled"), t.num("mt_threshold_mnk", 0, 1e12), t.num("spin_s", 0, 60),
+                      t.int("max_threads", 1, 256), t.str("pinned_pool", choices=("choice", "process")))
 
 
 def _fit_spec(fit: Any, path: Path, rt: Runtime) -> tuple[tuple[FitParam, ...], dict | None]:
