@@ -9,13 +9,18 @@ the phone's kernel), the fastest pinned prefix choice (what Swan picks), their r
 Every number is `swansim.batchmodel.simulate_batch` - a landscape row as users see it (batch 16,
 one warm-up and two measured batches, schedutil). Variants:
 
-  reference         as profiled: top-app group, the runtime's calibrated spin budget, the
+  reference         as profiled: top-app group, the runtime's waiting policy and pools, the
                     phone's WALT tunables and core_ctl
   group=foreground  the training process in the foreground group (a Termux session started
                     while Termux was not on top) - its cpuset and schedtune attributes
   wait=libomp       waiting threads poll for LLVM libomp's KMP_BLOCKTIME (200 ms) before they
-                    sleep, instead of the calibrated budget (set so the spin lasts >= 200 ms on
+                    sleep, instead of the runtime's budget (set so the spin lasts >= 200 ms on
                     every core at its top clock)
+  wait=throttled    libgomp's throttled spin count (100 polls, GOMP_SPINCOUNT in the libgomp
+                    manual): what a team gets when libgomp manages more threads than the CPUs
+                    it found at start (a process pinned before the library loaded)
+  blas-threads=4    OpenBLAS's pool capped at 4 threads (OPENBLAS_NUM_THREADS=4, or a build
+                    with NUM_THREADS=4) instead of one per CPU of the process
   upmigrate=71/65   sched_upmigrate/downmigrate as CAF's sm6150 post_boot writes them
   upmigrate=80/80   mainline's fits_capacity margin (1280/1024) in place of WALT's
   core_ctl=off      every CPU online
@@ -38,16 +43,17 @@ from pathlib import Path
 from swansim.batchmodel import BatchKey, simulate_batch
 from swansim.cli import guarded
 from swansim.dnn.choices import enumerate_choices, pytorch_default
-from swansim.dnn.runtime import load_runtime
+from swansim.dnn.runtime import load_runtime, with_blas
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import SWAN_PHONES, Catalogue, DeviceSpec
 from swansim.pool import run_all
 
-VARIANTS = ("reference", "group=foreground", "wait=libomp", "upmigrate=71/65", "upmigrate=80/80",
-            "core_ctl=off", "kernel=wakeup")
+VARIANTS = ("reference", "group=foreground", "wait=libomp", "wait=throttled", "blas-threads=4", "upmigrate=71/65",
+            "upmigrate=80/80", "core_ctl=off", "kernel=wakeup")
 # which variants change the pinned rows (the others re-run the default row only)
-REDO_PINNED = ("group=foreground", "wait=libomp")
+REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "blas-threads=4")
 KMP_BLOCKTIME_S = 0.2     # LLVM libomp's default KMP_BLOCKTIME (openmp.llvm.org runtime docs)
+GOMP_THROTTLED_SPINS = 100   # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset, threads > CPUs
 ROW_FIELDS = ["device", "model", "variant", "choice", "kind", "latency_s", "energy_j"]
 
 
@@ -58,6 +64,10 @@ def _catalogue() -> Catalogue:
 
 def _runtime(variant: str, cat: Catalogue):
     rt = load_runtime("pytorch")
+    if variant == "wait=throttled":
+        return replace(rt, spin_iterations=GOMP_THROTTLED_SPINS)
+    if variant == "blas-threads=4":
+        return with_blas(rt, max_threads=4)
     if variant != "wait=libomp":
         return rt
     f_hz = max(c.fmax_mhz for s in cat.socs.values() for c in s.clusters) * 1e6

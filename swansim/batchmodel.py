@@ -95,14 +95,15 @@ def _graph(model: str, batch, input_shape, num_classes, mode: str) -> Model:
 
 
 def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
-                   record_layers: bool = True) -> BatchCost:
+                   record_layers: bool = True, macro_loops: bool = True) -> BatchCost:
     """The event-level simulation of ``key``'s batch (see the module doc). ``runtime`` and
-    ``spec`` replace the named runtime and profile (a calibration trial, a swept figure)."""
-    return simulate_batches(key, runtime, spec, record_layers)[key]
+    ``spec`` replace the named runtime and profile (a calibration trial, a swept figure);
+    ``macro_loops=False`` runs per-group loops repeat by repeat (`TrainingJob`, its check)."""
+    return simulate_batches(key, runtime, spec, record_layers, macro_loops)[key]
 
 
 def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
-                     record_layers: bool = True) -> dict[BatchKey, BatchCost]:
+                     record_layers: bool = True, macro_loops: bool = True) -> dict[BatchKey, BatchCost]:
     """`simulate_batch`, and the cost of its first batch too when that is a warm-up batch: the
     cold start of `BatchKey.cold_twin`, the same events as that key's own run up to its end."""
     spec = spec or Catalogue.load().device(key.device)
@@ -131,7 +132,8 @@ def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: Device
         load_app_table().app(dev.env, dev.sched, dev.spec, key.foreground, UxRecorder(), key.seed).start()
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, key.plan, mode=key.mode,
                       n_batches=key.warmup + key.batches, idle_floor_w=idle_floor_w,
-                      record_layers=record_layers, cpuset=dev.spec.cpuset(key.group), cgroup=key.group)
+                      record_layers=record_layers, cpuset=dev.spec.cpuset(key.group), cgroup=key.group,
+                      macro_loops=macro_loops)
     marks: dict[int, tuple[float, np.ndarray, list[float]]] = {}   # after batch i (-1: the start)
 
     def mark(i: int) -> None:

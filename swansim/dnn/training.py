@@ -12,7 +12,10 @@ regions, the master at the join - spins for the runtime's spin budget (holding i
 burning power) and then sleeps; a sleeping thread starts again only after its core's wake-up
 latency (idle, not busy), and its waker pays the futex_wake. A per-group loop (one region
 repeated) is run as one macro region whose busy and idle shares per thread come from the cost
-model's ``time_region`` at the current frequencies.
+model's ``time_region`` at the current frequencies: a fast path. ``macro_loops=False`` runs every
+repeat as a region of its own instead (each fork and join through the scheduler), the path the
+macro region is checked against (experiments/macro_check.py): at the calibrated values the two
+disagree most for an unpinned team (tests/test_fidelity.py).
 
 With the runtime's BLAS pool enabled (`dnn.runtime.BlasParams`: OpenBLAS's own pthreads server,
 as Swan's build had), a GEMM region whose call is large enough runs on that pool instead: the
@@ -114,7 +117,7 @@ class TrainingJob:
                  n_batches: int | None = None, nice: int = 0,
                  cpuset: Sequence[int] | None = None, name: str = "train",
                  idle_floor_w: float | None = None, record_layers: bool = True,
-                 cgroup: str = TOP_APP, colocated: bool = False):
+                 cgroup: str = TOP_APP, colocated: bool = False, macro_loops: bool = True):
         if mode not in ("train", "infer"):
             raise ValueError(f"mode must be 'train' or 'infer', got {mode!r}")
         self.env, self.sched, self.platform = env, sched, sched.platform
@@ -130,6 +133,7 @@ class TrainingJob:
         self.cpuset = tuple(sorted(cpuset)) if cpuset is not None else None
         self.idle_floor_w = self.platform.total_power_w if idle_floor_w is None else idle_floor_w
         self.record_layers = record_layers
+        self.macro_loops = macro_loops   # False: a per-group loop's repeats run one by one (module doc)
         self.pool: list = []
         self._workers: list[_Worker] = []
         self._choice_key: dict[int, tuple] = {}
@@ -362,6 +366,11 @@ class TrainingJob:
         if self._blas is not None and r.repeat == 1 and r.gemm_mnk > self._blas.mt_threshold_mnk \
                 and self._blas_size(choice) > 1:
             yield from self._blas_region(r, choice, layer, phase)
+            return
+        if r.repeat > 1 and r.parallel and not self.macro_loops:
+            one = replace(r, repeat=1)
+            for _ in range(r.repeat):
+                yield from self._team_region(one, layer, phase)
             return
         yield from self._team_region(r, layer, phase)
 
