@@ -121,8 +121,8 @@ def test_fitted_values_stay_inside_their_stated_bounds(tmp_path: Path):
                 assert p.lo * (1 - 1e-9) <= get_path(rt, t) <= p.hi * (1 + 1e-9), (name, p.name, t)
     text = (RUNTIME_DIR / "pytorch.toml").read_text()
     broken = tmp_path / "broken.toml"
-    broken.write_text(text.replace("futex_wake_instructions = ", "futex_wake_instructions = 1e9 #", 1))
-    with pytest.raises(InputError, match="futex_wake_instructions.*bounds"):
+    broken.write_text(text.replace("spin_iterations = ", "spin_iterations = 1e9 #", 1))
+    with pytest.raises(InputError, match="spin_iterations.*bounds"):
         load_runtime(broken)
 
 
