@@ -31,10 +31,8 @@ followed by a wait shorter than anything the kernel samples): its time per unit 
 and its core is busy only the share ``duty = 1 - idle_s_per_unit x rate`` of the time (what
 PELT and the power model see, averaged; a core shared with other threads is busy while any
 of them runs, taken as independent: 1 - prod(1 - duty)). Its CFS share is computed as if it
-ran all the time (an assumption: a co-runner does not get the gaps back). CFS dequeues a
-sleeping thread, so a real co-runner does get them; where the co-runners are spinning pool
-workers this makes a training job's per-group loops (the only such work) several times slower
-than the same loop run repeat by repeat (experiments/macro_check.py, tests/test_fidelity.py).
+ran all the time (an assumption: a co-runner does not get the gaps back; CFS dequeues a
+sleeper, so a real one does).
 
 A change is a thread starting or finishing work, an affinity or frequency change, a turn's end.
 At a change the scheduler (1) advances work and the platform's energy/thermal integrals to
