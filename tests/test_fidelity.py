@@ -489,11 +489,11 @@ def test_the_macro_region_of_a_pinned_little_team_tracks_its_repeats():
     assert macro.net_energy_j == pytest.approx(repeats.net_energy_j, rel=0.15)
 
 
-@pytest.mark.xfail(strict=True, reason="the macro region times every repeat on the cores its members were on when "
-                   "the loop started: a worker last run on a little core pays the little cores' fitted 0.7 ms wake-up "
-                   "on each repeat, where run repeat by repeat the kernel places each wake-up anew. On the Pixel 3 the "
-                   "default's cold ShuffleNetV2 batch is 3.0x its repeats (19.6 vs 6.6 s; warm 3.4x, macro_check.py); "
-                   "with the little cores' wake-up at the big cores' 10 us, 1.12x; without the BLAS pool, 1.01x")
+@pytest.mark.xfail(strict=True, reason="as a macro region the loop's workers stay runnable through their idle "
+                   "shares and stay where they are, mostly on little cores beside the BLAS pool's spinners, paying the "
+                   "little cores' fitted 0.7 ms wake-up on every repeat; repeat by repeat they sleep, wake and run mostly "
+                   "on the big cores. On the Pixel 3 the default's cold ShuffleNetV2 batch is 3.0x its repeats (19.6 vs "
+                   "6.6 s; warm 3.4x, macro_check.py); with that wake-up at 10 us, 1.12x; without the BLAS pool, 1.01x")
 def test_the_macro_region_of_an_unpinned_team_agrees_with_its_repeats():
     macro = _batch("pixel3", "shufflenet_v2_x2_0", "default", True).latency_s
     repeats = _batch("pixel3", "shufflenet_v2_x2_0", "default", False).latency_s
