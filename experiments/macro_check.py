@@ -2,12 +2,16 @@
 
 A grouped or depthwise convolution is PyTorch's loop over groups: thousands of small parallel
 regions per batch. The training job runs such a loop as one macro region (`dnn.regions.time_region`
-decides each member's busy and idle shares, `dnn.training.TrainingJob`); with ``macro_loops=False``
-it runs every repeat as a region of its own, each fork and join through the scheduler. This
-script runs the same batches both ways and prints, per phone, task and choice, the latency and
-energy of each path and their ratio; then PyTorch's default against the fastest pinned choice of
-the table under each path (the landscape's gap). ResNet-34 has no grouped convolution: both
-paths are the same run, so it is left out.
+decides each member's busy and idle shares, `dnn.training.TrainingJob`): ``macro``, the path the
+runtime is fitted on. ``repeats`` runs every repeat as a region of its own, each fork and join
+through the scheduler: what the macro region stands for. ``chunked`` is the corrected fast path,
+off until the runtime is refitted with it: macro regions of at most `dnn.training.MACRO_REPEATS`
+repeats, and cores shared with their sleep-interleaved work shared max-min over busy demand
+(`kernel.sched.Scheduler.share_sleepers`). This script runs the same batches each way and prints,
+per phone, task and choice, the latency and energy of each path and their ratio to ``repeats``;
+then PyTorch's default against the fastest pinned choice of the table under each path (the
+landscape's gap). ResNet-34 has no grouped convolution: every path is the same run, so it is
+left out.
 
     python experiments/macro_check.py [--devices pixel3,galaxy-s10e,oneplus8]
         [--models shufflenet_v2_x2_0,mobilenet_v2] [--choices default,4,4567,0123] [--jobs 2]
@@ -28,17 +32,18 @@ from swansim.batchmodel import BatchKey, simulate_batch
 from swansim.cli import guarded
 from swansim.dnn.choices import parse_choice, pytorch_default
 from swansim.dnn.tasks import SWAN_TASKS
+from swansim.dnn.training import LOOPS
 from swansim.hw.profile import Catalogue
 from swansim.pool import run_all
 from swansim.results import write_csv
 
 
-def one(device: str, model: str, label: str, macro: bool) -> dict:
+def one(device: str, model: str, label: str, path: str) -> dict:
     """One batch (a pool worker)."""
     soc = Catalogue.load().device(device).soc
     choice = pytorch_default(soc) if label == "default" else parse_choice(label, soc)
-    cost = simulate_batch(BatchKey(device, model, choice), record_layers=False, macro_loops=macro)
-    return {"device": device, "model": model, "choice": label, "path": "macro" if macro else "repeats",
+    cost = simulate_batch(BatchKey(device, model, choice), record_layers=False, loops=path)
+    return {"device": device, "model": model, "choice": label, "path": path,
             "latency_s": cost.latency_s, "energy_j": cost.net_energy_j}
 
 
@@ -47,8 +52,10 @@ def compare(rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     df = pd.DataFrame(rows)
     wide = df.pivot_table(index=["device", "model", "choice"], columns="path", values=["latency_s", "energy_j"])
     wide.columns = [f"{m}_{p}" for m, p in wide.columns]
-    wide["latency_macro_over_repeats"] = wide["latency_s_macro"] / wide["latency_s_repeats"]
-    wide["energy_macro_over_repeats"] = wide["energy_j_macro"] / wide["energy_j_repeats"]
+    for path in LOOPS:
+        if path != "repeats":
+            wide[f"latency_{path}_over_repeats"] = wide[f"latency_s_{path}"] / wide["latency_s_repeats"]
+            wide[f"energy_{path}_over_repeats"] = wide[f"energy_j_{path}"] / wide["energy_j_repeats"]
     wide = wide.reset_index()
     gaps = []
     for (device, model), g in wide.groupby(["device", "model"], sort=False):
@@ -57,7 +64,7 @@ def compare(rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
         if pinned.empty or dflt.empty:
             continue
         row = {"device": device, "model": model}
-        for path in ("macro", "repeats"):
+        for path in LOOPS:
             best = pinned.loc[pinned[f"latency_s_{path}"].idxmin()]
             row[f"best_{path}"] = best.choice
             row[f"default_over_best_{path}"] = float(dflt[f"latency_s_{path}"].iloc[0] / best[f"latency_s_{path}"])
@@ -82,7 +89,7 @@ def main(argv=None) -> None:
             if label != "default":
                 parse_choice(label, cat.device(d).soc)
     out = checks.out_dir(args.out)
-    cases = [(d, m, c, macro) for d in devices for m in models for c in labels for macro in (True, False)]
+    cases = [(d, m, c, path) for d in devices for m in models for c in labels for path in LOOPS]
     rows = run_all(one, cases, args.jobs, desc="batches")
     wide, gaps = compare(rows)
     write_csv(wide, out / "paths.csv")

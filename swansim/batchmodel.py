@@ -95,15 +95,16 @@ def _graph(model: str, batch, input_shape, num_classes, mode: str) -> Model:
 
 
 def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
-                   record_layers: bool = True, macro_loops: bool = True) -> BatchCost:
+                   record_layers: bool = True, loops: str = "macro") -> BatchCost:
     """The event-level simulation of ``key``'s batch (see the module doc). ``runtime`` and
     ``spec`` replace the named runtime and profile (a calibration trial, a swept figure);
-    ``macro_loops=False`` runs per-group loops repeat by repeat (`TrainingJob`, its check)."""
-    return simulate_batches(key, runtime, spec, record_layers, macro_loops)[key]
+    ``loops``: how per-group loops run (`dnn.training.LOOPS`; "chunked" also shares the cores
+    of sleep-interleaved work max-min, `Scheduler.share_sleepers`: the corrected fast path)."""
+    return simulate_batches(key, runtime, spec, record_layers, loops)[key]
 
 
 def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
-                     record_layers: bool = True, macro_loops: bool = True) -> dict[BatchKey, BatchCost]:
+                     record_layers: bool = True, loops: str = "macro") -> dict[BatchKey, BatchCost]:
     """`simulate_batch`, and the cost of its first batch too when that is a warm-up batch: the
     cold start of `BatchKey.cold_twin`, the same events as that key's own run up to its end."""
     spec = spec or Catalogue.load().device(key.device)
@@ -112,6 +113,7 @@ def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: Device
     cfg = DeviceConfig(seed=key.seed, governor=key.governor, placement=key.placement,
                        thermal_governor="off", frozen_temps=True, screen_on=key.foreground is not None)
     dev = Device(spec, cfg)
+    dev.sched.share_sleepers = loops == "chunked"
 
     def cap() -> None:
         for policy, mhz in zip(dev.cpufreq, key.caps_mhz):
@@ -133,7 +135,7 @@ def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: Device
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, key.plan, mode=key.mode,
                       n_batches=key.warmup + key.batches, idle_floor_w=idle_floor_w,
                       record_layers=record_layers, cpuset=dev.spec.cpuset(key.group), cgroup=key.group,
-                      macro_loops=macro_loops)
+                      loops=loops)
     marks: dict[int, tuple[float, np.ndarray, list[float]]] = {}   # after batch i (-1: the start)
 
     def mark(i: int) -> None:

@@ -69,6 +69,33 @@ def test_a_woken_sleeper_preempts_and_a_runner_waits_its_turn():
     assert done["runner"] == pytest.approx(1.001 + SCHED_LATENCY_S / 2 + 0.001, rel=1e-9)
 
 
+@pytest.mark.parametrize("duty", [0.3, 0.8])
+def test_work_with_sleep_interleaved_shares_a_core_max_min_over_demand(duty):
+    """With ``share_sleepers`` (off until a refit): a thread whose work comes with sleep
+    interleaved (busy ``duty`` of its time alone) beside a spinner on one core. CFS dequeues it
+    while it sleeps and a woken sleeper takes the core back, so it gets min(duty, its weight's
+    half) of the core and runs that share of its own speed while it works - its alone time if
+    duty <= 1/2, else duty / (1/2) times slower busy."""
+    env, plat, sched = make()
+    sched.share_sleepers = True
+    f_hz = plat.freq_mhz[1] * 1e6
+    work = f_hz * 0.1                            # 0.1 s of the core alone, at 1 unit/cycle
+    idle_s_per_unit = 0.1 * (1 - duty) / duty / work    # alone: 0.1 s busy in 0.1 / duty s
+    spinner, sleepy = sched.spawn("spin", [4]), sched.spawn("sleepy", [4])
+    sched.spin(spinner)
+    out = {}
+
+    def proc():
+        yield sched.run(sleepy, work, (1.0, 1.0), idle_s_per_unit=idle_s_per_unit)
+        out["done"] = env.now
+
+    env.process(proc())
+    env.run(until=10.0)
+    share = min(duty, 0.5)
+    expected = 0.1 * duty / share + 0.1 * (1 - duty) / duty   # busy part slowed by duty / share
+    assert out["done"] == pytest.approx(expected, rel=1e-9)
+
+
 def test_region_over_big_and_little_ends_with_the_little_share():
     env, plat, sched = make()
     f_little, f_big = (x * 1e6 for x in plat.freq_mhz)

@@ -12,10 +12,11 @@ regions, the master at the join - spins for the runtime's spin budget (holding i
 burning power) and then sleeps; a sleeping thread starts again only after its core's wake-up
 latency (idle, not busy), and its waker pays the futex_wake. A per-group loop (one region
 repeated) is run as one macro region whose busy and idle shares per thread come from the cost
-model's ``time_region`` at the current frequencies: a fast path. ``macro_loops=False`` runs every
+model's ``time_region`` at the current frequencies: a fast path. ``loops="repeats"`` runs every
 repeat as a region of its own instead (each fork and join through the scheduler), the path the
 macro region is checked against (experiments/macro_check.py): at the calibrated values the two
-disagree most for an unpinned team (tests/test_fidelity.py).
+disagree most for an unpinned team (tests/test_fidelity.py). ``loops="chunked"`` (`LOOPS`) is
+the corrected fast path, off until the runtime is refitted with it.
 
 With the runtime's BLAS pool enabled (`dnn.runtime.BlasParams`: OpenBLAS's own pthreads server,
 as Swan's build had), a GEMM region whose call is large enough runs on that pool instead: the
@@ -55,6 +56,16 @@ from swansim.dnn.runtime import Runtime, nnpack_backward
 from swansim.hw.profile import TOP_APP, SocSpec
 
 PlanLike = Union[Choice, Plan, Callable[[int], Union[Choice, Plan]]]
+
+# How a per-group loop runs (`TrainingJob`): "macro", one macro region per loop (the fast path
+# the runtime is fitted on); "chunked", macro regions of at most MACRO_REPEATS repeats, between
+# which the team joins and forks again, so the kernel places the woken workers anew and the next
+# one is timed where they run; "repeats", every repeat a region of its own (the path both are
+# checked against, experiments/macro_check.py).
+LOOPS = ("macro", "chunked", "repeats")
+# On the Pixel 3 the default's cold ShuffleNetV2 batch, in chunks over its repeats: 1.29x with 64
+# repeats a chunk, 1.05x with 16 (macro_check's what-if; with one macro region, 3.0x).
+MACRO_REPEATS = 16
 
 
 @dataclass(slots=True)
@@ -117,9 +128,11 @@ class TrainingJob:
                  n_batches: int | None = None, nice: int = 0,
                  cpuset: Sequence[int] | None = None, name: str = "train",
                  idle_floor_w: float | None = None, record_layers: bool = True,
-                 cgroup: str = TOP_APP, colocated: bool = False, macro_loops: bool = True):
+                 cgroup: str = TOP_APP, colocated: bool = False, loops: str = "macro"):
         if mode not in ("train", "infer"):
             raise ValueError(f"mode must be 'train' or 'infer', got {mode!r}")
+        if loops not in LOOPS:
+            raise ValueError(f"loops must be one of {LOOPS}, got {loops!r}")
         self.env, self.sched, self.platform = env, sched, sched.platform
         self.soc, self.model, self.runtime, self.mode = soc, model, runtime, mode
         self.view = SocView.of(soc, runtime)
@@ -133,7 +146,7 @@ class TrainingJob:
         self.cpuset = tuple(sorted(cpuset)) if cpuset is not None else None
         self.idle_floor_w = self.platform.total_power_w if idle_floor_w is None else idle_floor_w
         self.record_layers = record_layers
-        self.macro_loops = macro_loops   # False: a per-group loop's repeats run one by one (module doc)
+        self.loops = loops   # how a per-group loop runs (LOOPS)
         self.pool: list = []
         self._workers: list[_Worker] = []
         self._choice_key: dict[int, tuple] = {}
@@ -367,10 +380,13 @@ class TrainingJob:
                 and self._blas_size(choice) > 1:
             yield from self._blas_region(r, choice, layer, phase)
             return
-        if r.repeat > 1 and r.parallel and not self.macro_loops:
-            one = replace(r, repeat=1)
-            for _ in range(r.repeat):
-                yield from self._team_region(one, layer, phase)
+        if r.repeat > 1 and r.parallel and self.loops != "macro":
+            step = MACRO_REPEATS if self.loops == "chunked" else 1
+            left = r.repeat
+            while left > 0:
+                n = min(step, left)
+                yield from self._team_region(replace(r, repeat=n), layer, phase)
+                left -= n
             return
         yield from self._team_region(r, layer, phase)
 

@@ -32,7 +32,9 @@ and its core is busy only the share ``duty = 1 - idle_s_per_unit x rate`` of the
 PELT and the power model see, averaged; a core shared with other threads is busy while any
 of them runs, taken as independent: 1 - prod(1 - duty)). Its CFS share is computed as if it
 ran all the time (an assumption: a co-runner does not get the gaps back; CFS dequeues a
-sleeper, so a real one does).
+sleeper, so a real one does). With ``share_sleepers`` set, a core shared with such work is
+shared max-min by weight over each thread's busy demand instead of in turns
+(`Scheduler._sleeper_shares`): off until the runtime is refitted with it (DESIGN.md).
 
 A change is a thread starting or finishing work, an affinity or frequency change, a turn's end.
 At a change the scheduler (1) advances work and the platform's energy/thermal integrals to
@@ -191,6 +193,7 @@ class Scheduler:
         self._due_s = math.inf      # when the next piece of work completes at the current rates
         self._timer_s = math.inf    # when the one pending completion timer fires (inf: none)
         self.n_replans = 0
+        self.share_sleepers = False   # True: cores shared with sleep-interleaved work go max-min (module doc)
         # per core: the thread holding it, when its turn ends, the core's min_vruntime
         self._curr: list[Thread | None] = [None] * platform.n_cpus
         self._turn_start_s = [0.0] * platform.n_cpus
@@ -464,12 +467,18 @@ class Scheduler:
         exposed = []
         freq, cl = p.freq_mhz, p.cluster_of_cpu
         gaps = False
+        shares = None
+        if self.share_sleepers and any(t.idle_s_per_unit > 0.0 for t in runnable):
+            shares = self._sleeper_shares(runnable)
         for t in runnable:
-            if t.spinning or curr[t.cpu] is not t:
+            sh = shares.get(t.tid) if shares else None
+            if t.spinning or (sh is None and curr[t.cpu] is not t):
                 t.rate = 0.0
                 continue
             k = cl[t.cpu]
             t.rate = freq[k] * 1e6 * t.speed[k]
+            if sh is not None:   # its share of the core while it runs
+                t.rate *= sh
             if t.idle_s_per_unit > 0.0 and t.rate > 0.0:
                 t.rate = 1.0 / (1.0 / t.rate + t.idle_s_per_unit)
                 gaps = True
@@ -512,6 +521,45 @@ class Scheduler:
             self.busy_version += 1
         p.set_activity(busy, dram_bps)
         self._arm_timer()
+
+    def _sleeper_shares(self, runnable: list[Thread]) -> dict[int, float]:
+        """On each core shared with work that sleeps between short calls (``idle_s_per_unit``):
+        every thread's speed while it runs, as a share of the core. The core is shared max-min
+        by weight over the threads' busy demands - a sleeper's its duty when it runs alone, 1
+        for the others (CFS gives a sleeper's gaps to its co-runners, and the sleeper, behind on
+        vruntime, the core back when it wakes) - and a sleeper granted share x of the core for
+        demand d runs at x / d of its speed while it works."""
+        freq, cl = self.platform.freq_mhz, self.platform.cluster_of_cpu
+        on: dict[int, list[Thread]] = {}
+        for t in runnable:
+            on.setdefault(t.cpu, []).append(t)
+        out: dict[int, float] = {}
+        for c, ts in on.items():
+            if len(ts) < 2 or not any(t.idle_s_per_unit > 0.0 for t in ts):
+                continue
+            k = cl[c]
+            demand = {}
+            for t in ts:
+                if t.idle_s_per_unit > 0.0:
+                    r = 1.0 / (1.0 / (freq[k] * 1e6 * t.speed[k]) + t.idle_s_per_unit)
+                    demand[t.tid] = 1.0 - t.idle_s_per_unit * r
+                else:
+                    demand[t.tid] = 1.0
+            left, pending, got = 1.0, list(ts), {}
+            while pending:   # water-filling: who asks less than its weight's share gets it
+                w = sum(t.weight for t in pending)
+                capped = [t for t in pending if demand[t.tid] <= left * t.weight / w]
+                if not capped:
+                    for t in pending:
+                        got[t.tid] = left * t.weight / w
+                    break
+                for t in capped:
+                    got[t.tid] = demand[t.tid]
+                    left -= demand[t.tid]
+                    pending.remove(t)
+            for t in ts:
+                out[t.tid] = got[t.tid] / demand[t.tid] if t.idle_s_per_unit > 0.0 else got[t.tid]
+        return out
 
     def _queue(self, exposed: list[Thread], fixed_bps: float, bw: float, l0_s: float) -> float:
         """Slow latency-exposed threads by memory queueing at the fixed-point load; total traffic."""
