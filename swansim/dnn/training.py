@@ -63,8 +63,9 @@ PlanLike = Union[Choice, Plan, Callable[[int], Union[Choice, Plan]]]
 # one is timed where they run; "repeats", every repeat a region of its own (the path both are
 # checked against, experiments/macro_check.py).
 LOOPS = ("macro", "chunked", "repeats")
-# On the Pixel 3 the default's cold ShuffleNetV2 batch, in chunks over its repeats: 1.29x with 64
-# repeats a chunk, 1.05x with 16 (macro_check's what-if; with one macro region, 3.0x).
+# On the Pixel 3 the default's cold ShuffleNetV2 batch over its repeats, chunked alone: 1.29x
+# with 64 repeats a chunk, 1.05x with 16 (one macro region: 3.0x); 1.07x with 16 and the
+# scheduler's share_sleepers, which "chunked" runs with (batchmodel.simulate_batches).
 MACRO_REPEATS = 16
 
 
