@@ -6,6 +6,7 @@ A510 complexes, and the Fig. 3 validation points pinned at the values the code g
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import pytest
@@ -466,6 +467,7 @@ def test_ledger_lists_every_figure_with_its_role():
 
 # -- the per-group loop's fast path against the loop run repeat by repeat (experiments/macro_check.py)
 
+@functools.lru_cache(maxsize=None)   # the repeat-by-repeat runs (5-7 s each) serve two tests
 def _batch(device: str, model: str, label: str, loops: str):
     from swansim.batchmodel import BatchKey, simulate_batch
     from swansim.dnn.choices import parse_choice, pytorch_default
