@@ -48,7 +48,7 @@ def one(device: str, model: str, label: str, path: str) -> dict:
 
 
 def compare(rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per case the two paths side by side; per phone and task the default's gap under each."""
+    """Per case the paths side by side; per phone and task the default's gap under each."""
     df = pd.DataFrame(rows)
     wide = df.pivot_table(index=["device", "model", "choice"], columns="path", values=["latency_s", "energy_j"])
     wide.columns = [f"{m}_{p}" for m, p in wide.columns]
