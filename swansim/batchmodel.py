@@ -37,7 +37,7 @@ from swansim.dnn.choices import Choice, Plan
 from swansim.dnn.graph import Model
 from swansim.dnn.runtime import Runtime, load_runtime
 from swansim.dnn.tasks import build_task
-from swansim.dnn.training import TrainingJob
+from swansim.dnn.training import DEFAULT_LOOPS, TrainingJob
 from swansim.hw.profile import TOP_APP, Catalogue, DeviceSpec
 from swansim.kernel.placement import AUTO
 
@@ -95,16 +95,15 @@ def _graph(model: str, batch, input_shape, num_classes, mode: str) -> Model:
 
 
 def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
-                   record_layers: bool = True, loops: str = "macro") -> BatchCost:
+                   record_layers: bool = True, loops: str = DEFAULT_LOOPS) -> BatchCost:
     """The event-level simulation of ``key``'s batch (see the module doc). ``runtime`` and
     ``spec`` replace the named runtime and profile (a calibration trial, a swept figure);
-    ``loops``: how per-group loops run (`dnn.training.LOOPS`; "chunked" also shares the cores
-    of sleep-interleaved work max-min, `Scheduler.share_sleepers`: the corrected fast path)."""
+    ``loops``: how per-group loops run (`dnn.training.LOOPS`)."""
     return simulate_batches(key, runtime, spec, record_layers, loops)[key]
 
 
 def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
-                     record_layers: bool = True, loops: str = "macro") -> dict[BatchKey, BatchCost]:
+                     record_layers: bool = True, loops: str = DEFAULT_LOOPS) -> dict[BatchKey, BatchCost]:
     """`simulate_batch`, and the cost of its first batch too when that is a warm-up batch: the
     cold start of `BatchKey.cold_twin`, the same events as that key's own run up to its end."""
     spec = spec or Catalogue.load().device(key.device)
@@ -113,7 +112,6 @@ def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: Device
     cfg = DeviceConfig(seed=key.seed, governor=key.governor, placement=key.placement,
                        thermal_governor="off", frozen_temps=True, screen_on=key.foreground is not None)
     dev = Device(spec, cfg)
-    dev.sched.share_sleepers = loops == "chunked"
 
     def cap() -> None:
         for policy, mhz in zip(dev.cpufreq, key.caps_mhz):

@@ -71,13 +71,12 @@ def test_a_woken_sleeper_preempts_and_a_runner_waits_its_turn():
 
 @pytest.mark.parametrize("duty", [0.3, 0.8])
 def test_work_with_sleep_interleaved_shares_a_core_max_min_over_demand(duty):
-    """With ``share_sleepers`` (off until a refit): a thread whose work comes with sleep
+    """A thread whose work comes with sleep
     interleaved (busy ``duty`` of its time alone) beside a spinner on one core. CFS dequeues it
     while it sleeps and a woken sleeper takes the core back, so it gets min(duty, its weight's
     half) of the core and runs that share of its own speed while it works - its alone time if
     duty <= 1/2, else duty / (1/2) times slower busy."""
     env, plat, sched = make()
-    sched.share_sleepers = True
     f_hz = plat.freq_mhz[1] * 1e6
     work = f_hz * 0.1                            # 0.1 s of the core alone, at 1 unit/cycle
     idle_s_per_unit = 0.1 * (1 - duty) / duty / work    # alone: 0.1 s busy in 0.1 / duty s

@@ -12,11 +12,12 @@ regions, the master at the join - spins for the runtime's spin budget (holding i
 burning power) and then sleeps; a sleeping thread starts again only after its core's wake-up
 latency (idle, not busy), and its waker pays the futex_wake. A per-group loop (one region
 repeated) is run as one macro region whose busy and idle shares per thread come from the cost
-model's ``time_region`` at the current frequencies: a fast path. ``loops="repeats"`` runs every
-repeat as a region of its own instead (each fork and join through the scheduler), the path the
-macro region is checked against (experiments/macro_check.py): at the calibrated values the two
-disagree most for an unpinned team (tests/test_fidelity.py). ``loops="chunked"`` (`LOOPS`) is
-the corrected fast path, off until the runtime is refitted with it.
+model's ``time_region`` at the current frequencies: a fast path. The default, ``loops="chunked"``
+(`LOOPS`), runs the loop as macro regions of at most `MACRO_REPEATS` repeats each;
+``loops="repeats"`` runs every repeat as a region of its own (each fork and join through the
+scheduler), the path both fast paths are checked against (experiments/macro_check.py,
+tests/test_fidelity.py); ``loops="macro"``, one macro region per loop, drifts from it for an
+unpinned team.
 
 With the runtime's BLAS pool enabled (`dnn.runtime.BlasParams`: OpenBLAS's own pthreads server,
 as Swan's build had), a GEMM region whose call is large enough runs on that pool instead: the
@@ -57,16 +58,17 @@ from swansim.hw.profile import TOP_APP, SocSpec
 
 PlanLike = Union[Choice, Plan, Callable[[int], Union[Choice, Plan]]]
 
-# How a per-group loop runs (`TrainingJob`): "macro", one macro region per loop (the fast path
-# the runtime is fitted on); "chunked", macro regions of at most MACRO_REPEATS repeats, between
+# How a per-group loop runs (`TrainingJob`): "macro", one macro region per loop; "chunked" (the
+# default, which the runtime is fitted on), macro regions of at most MACRO_REPEATS repeats, between
 # which the team joins and forks again, so the kernel places the woken workers anew and the next
 # one is timed where they run; "repeats", every repeat a region of its own (the path both are
 # checked against, experiments/macro_check.py).
 LOOPS = ("macro", "chunked", "repeats")
 # On the Pixel 3 the default's cold ShuffleNetV2 batch over its repeats, chunked alone: 1.29x
-# with 64 repeats a chunk, 1.05x with 16 (one macro region: 3.0x); 1.07x with 16 and the
-# scheduler's share_sleepers, which "chunked" runs with (batchmodel.simulate_batches).
+# with 64 repeats a chunk, 1.05x with 16 (one macro region: 3.0x); 1.07x with 16 once the
+# scheduler shared a core with sleep-interleaved work max-min (`Scheduler._sleeper_shares`).
 MACRO_REPEATS = 16
+DEFAULT_LOOPS = "chunked"
 
 
 @dataclass(slots=True)
@@ -129,7 +131,7 @@ class TrainingJob:
                  n_batches: int | None = None, nice: int = 0,
                  cpuset: Sequence[int] | None = None, name: str = "train",
                  idle_floor_w: float | None = None, record_layers: bool = True,
-                 cgroup: str = TOP_APP, colocated: bool = False, loops: str = "macro"):
+                 cgroup: str = TOP_APP, colocated: bool = False, loops: str = DEFAULT_LOOPS):
         if mode not in ("train", "infer"):
             raise ValueError(f"mode must be 'train' or 'infer', got {mode!r}")
         if loops not in LOOPS:

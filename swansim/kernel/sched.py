@@ -31,10 +31,9 @@ followed by a wait shorter than anything the kernel samples): its time per unit 
 and its core is busy only the share ``duty = 1 - idle_s_per_unit x rate`` of the time (what
 PELT and the power model see, averaged; a core shared with other threads is busy while any
 of them runs, taken as independent: 1 - prod(1 - duty)). Its CFS share is computed as if it
-ran all the time (an assumption: a co-runner does not get the gaps back; CFS dequeues a
-sleeper, so a real one does). With ``share_sleepers`` set, a core shared with such work is
-shared max-min by weight over each thread's busy demand instead of in turns
-(`Scheduler._sleeper_shares`): off until the runtime is refitted with it (DESIGN.md).
+ran all the time when it has the core to itself; a core shared with such work is shared
+max-min by weight over each thread's busy demand instead of in turns, since CFS dequeues a
+sleeper and gives its gaps to the co-runners (`Scheduler._sleeper_shares`).
 
 A change is a thread starting or finishing work, an affinity or frequency change, a turn's end.
 At a change the scheduler (1) advances work and the platform's energy/thermal integrals to
@@ -193,7 +192,6 @@ class Scheduler:
         self._due_s = math.inf      # when the next piece of work completes at the current rates
         self._timer_s = math.inf    # when the one pending completion timer fires (inf: none)
         self.n_replans = 0
-        self.share_sleepers = False   # True: cores shared with sleep-interleaved work go max-min (module doc)
         # per core: the thread holding it, when its turn ends, the core's min_vruntime
         self._curr: list[Thread | None] = [None] * platform.n_cpus
         self._turn_start_s = [0.0] * platform.n_cpus
@@ -468,7 +466,7 @@ class Scheduler:
         freq, cl = p.freq_mhz, p.cluster_of_cpu
         gaps = False
         shares = None
-        if self.share_sleepers and any(t.idle_s_per_unit > 0.0 for t in runnable):
+        if any(t.idle_s_per_unit > 0.0 for t in runnable):
             shares = self._sleeper_shares(runnable)
         for t in runnable:
             sh = shares.get(t.tid) if shares else None
