@@ -165,7 +165,7 @@ def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: Device
             latency_s=span / n, energy_j=float(energy.sum()),
             net_energy_j=float(energy.sum()) - idle_floor_w * span / n,
             power_w=tuple((energy / (span / n)).tolist()),
-            busy=tuple((b - a) / span for a, b in zip(b0, b1)),
+            busy=tuple(min(1.0, (b - a) / span) for a, b in zip(b0, b1)),   # a full core: 1 + rounding
             at_temp_c=dev.spec.ambient_c,
             layer_s=tuple((layer, phase, s) for (layer, phase), s in layer_s.items()))
 
