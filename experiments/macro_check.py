@@ -2,12 +2,10 @@
 
 A grouped or depthwise convolution is PyTorch's loop over groups: thousands of small parallel
 regions per batch. The training job runs such a loop as one macro region (`dnn.regions.time_region`
-decides each member's busy and idle shares, `dnn.training.TrainingJob`): ``macro``, the path the
-runtime is fitted on. ``repeats`` runs every repeat as a region of its own, each fork and join
-through the scheduler: what the macro region stands for. ``chunked`` is the corrected fast path,
-off until the runtime is refitted with it: macro regions of at most `dnn.training.MACRO_REPEATS`
-repeats, and cores shared with their sleep-interleaved work shared max-min over busy demand
-(`kernel.sched.Scheduler.share_sleepers`). This script runs the same batches each way and prints,
+decides each member's busy and idle shares, `dnn.training.TrainingJob`): ``macro``. ``repeats``
+runs every repeat as a region of its own, each fork and join through the scheduler: what the
+macro region stands for. ``chunked``, the default and the path the runtime is fitted on: macro
+regions of at most `dnn.training.MACRO_REPEATS` repeats. This script runs the same batches each way and prints,
 per phone, task and choice, the latency and energy of each path and their ratio to ``repeats``;
 then PyTorch's default against the fastest pinned choice of the table under each path (the
 landscape's gap). ResNet-34 has no grouped convolution: every path is the same run, so it is
