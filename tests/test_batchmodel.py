@@ -64,6 +64,14 @@ def test_memo_counts_hits_and_stays_bounded():
     assert bm.misses == 4 and len(calls) == 4
 
 
+def _preheated(ambient_c: float, preheat_s: float) -> Device:
+    """A Pixel 3 in a warm room after ``preheat_s`` of dense load on its big cores."""
+    dev = Device(PIXEL3, DeviceConfig(ambient_c=ambient_c))
+    SustainedGemm(dev, list(dev.spec.soc.big_cpus), preheat_s, 5e9)
+    dev.run(preheat_s)
+    return dev
+
+
 @pytest.mark.parametrize("ambient_c, preheat_s, party", [(35.0, 120.0, KERNEL), (33.0, 300.0, ENGINE)])
 def test_fast_forward_matches_full_simulation_through_throttling(ambient_c, preheat_s, party):
     """A hot phone (a warm room, minutes of dense load first) trains ResNet-34 on the big cores,
@@ -72,15 +80,11 @@ def test_fast_forward_matches_full_simulation_through_throttling(ambient_c, preh
     zone's on a hot junction, or the thermal engine's on a warm skin - and the fast-forwarded phone
     must end where the simulated one does."""
     soc = PIXEL3.soc
-    cfg = DeviceConfig(ambient_c=ambient_c)
     jobs = [("resnet34", parse_choice("4567", soc), 30), ("shufflenet_v2_x2_0", parse_choice("4", soc), 10),
             ("shufflenet_v2_x2_0", parse_choice("0", soc), 4)]
 
     def preheated():
-        dev = Device(PIXEL3, cfg)
-        SustainedGemm(dev, list(dev.spec.soc.big_cpus), preheat_s, 5e9)
-        dev.run(preheat_s)
-        return dev
+        return _preheated(ambient_c, preheat_s)
 
     c = check_fast_forward(preheated, jobs)
     full, ff, (t0, e0, c0), (u0, f0, d0), bm = c.full, c.ff, c.full_start, c.ff_start, c.memo
@@ -125,13 +129,7 @@ def test_fast_forward_matches_full_simulation_on_a_phone_that_heats_while_it_tra
                    "(DESIGN.md, fast-forward)")
 def test_fast_forward_matches_full_simulation_for_the_default_on_a_hot_phone():
     """The default's leg of the throttling case above, on its own."""
-    def preheated():
-        dev = Device(PIXEL3, DeviceConfig(ambient_c=35.0))
-        SustainedGemm(dev, list(dev.spec.soc.big_cpus), 120.0, 5e9)
-        dev.run(120.0)
-        return dev
-
-    c = check_fast_forward(preheated, [("resnet34", pytorch_default(PIXEL3.soc), 30)])
+    c = check_fast_forward(lambda: _preheated(35.0, 120.0), [("resnet34", pytorch_default(PIXEL3.soc), 30)])
     assert c.ff.env.now - c.ff_start[0] == pytest.approx(c.full.env.now - c.full_start[0], rel=0.02)
 
 

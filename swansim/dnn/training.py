@@ -64,7 +64,8 @@ PlanLike = Union[Choice, Plan, Callable[[int], Union[Choice, Plan]]]
 # one is timed where they run; "repeats", every repeat a region of its own (the path both are
 # checked against, experiments/macro_check.py).
 LOOPS = ("macro", "chunked", "repeats")
-# On the Pixel 3 the default's cold ShuffleNetV2 batch over its repeats, chunked alone: 1.29x
+# The chunk size was chosen at the runtime values fitted before 2026-12-02 (so it is calibration):
+# on the Pixel 3 the default's cold ShuffleNetV2 batch over its repeats, chunked alone: 1.29x
 # with 64 repeats a chunk, 1.05x with 16 (one macro region: 3.0x); 1.07x with 16 once the
 # scheduler shared a core with sleep-interleaved work max-min (`Scheduler._sleeper_shares`).
 MACRO_REPEATS = 16

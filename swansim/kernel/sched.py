@@ -459,15 +459,16 @@ class Scheduler:
         p = self.platform
         busy = [0.0] * p.n_cpus     # 1.0 where a thread runs (weights are positive)
         curr = self._curr
+        sleepers = False
         for t in runnable:
             busy[t.cpu] = 1.0
+            if t.idle_s_per_unit > 0.0:
+                sleepers = True
         dram_bps = 0.0
         exposed = []
         freq, cl = p.freq_mhz, p.cluster_of_cpu
         gaps = False
-        shares = None
-        if any(t.idle_s_per_unit > 0.0 for t in runnable):
-            shares = self._sleeper_shares(runnable)
+        shares = self._sleeper_shares(runnable) if sleepers else None
         for t in runnable:
             sh = shares.get(t.tid) if shares else None
             if t.spinning or (sh is None and curr[t.cpu] is not t):
