@@ -373,3 +373,21 @@ def test_oracle_picks_the_fastest_known_choice_and_needs_its_knowledge():
 def test_registry_lists_every_required_policy():
     assert set(policy_names()) >= {"swan", "swan-layer", "pytorch-default", "all-cores", "little-only", "eas",
                                    "idle-charging-only", "oracle"}
+
+
+def test_swan_layer_judges_a_plan_against_its_mean_not_its_luckiest_batch():
+    """A per-layer plan picked on one lucky batch (0.9x) then runs its ordinary latency: that is
+    1.11x its first sample but within 1.1x of its mean, so it is no interference (no step down)."""
+    layer_s, lat = _layered("4", "4567")
+    w = World(make_policy("swan-layer"), lat, RESNET_J, layer_s)
+    w.run(20 * 3 + 2)
+    plan = w.policy.rung_plan(w.policy.rung)
+    assert plan.label == "per-layer"
+    w.run(1)                                    # the grace batch
+    w.run(1, slowdown=0.9)                      # its profile: a lucky batch
+    assert w.policy.decisions[-1].kind == "profiled"
+    rung = w.policy.rung
+    w.run(3)
+    assert w.policy.rung == rung and all(p == plan for p, _ in w.plans[-3:])
+    assert w.policy.expected_s(plan) == pytest.approx(sum(layer_s["4"][k] if k[1] == "fwd" else layer_s["4567"][k]
+                                                          for k in layer_s["4"]) * (0.9 + 3) / 4, rel=0.05)
