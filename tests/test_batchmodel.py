@@ -121,12 +121,6 @@ def test_fast_forward_matches_full_simulation_on_a_phone_that_heats_while_it_tra
     assert c.ff.env.now == pytest.approx(c.full.env.now, rel=0.02)
 
 
-@pytest.mark.xfail(strict=True, reason="an unpinned team's placement is history: on a Pixel 3 preheated at 35 C "
-                   "the fully simulated default keeps 1.03 s a batch (30 batches in 30.8 s), the fast-forward takes "
-                   "40.5 s: its capped key (big cap 1689.6 MHz, little uncapped) settles with the master off core 0 "
-                   "at 3.18 s a batch, where one OPP less on the little cluster keeps 1.34 s "
-                   "(test_a_keyed_batchs_caps_arrive_on_a_running_job); the key does not carry where the threads are "
-                   "(DESIGN.md, fast-forward)")
 def test_fast_forward_matches_full_simulation_for_the_default_on_a_hot_phone():
     """The default's leg of the throttling case above, on its own."""
     c = check_fast_forward(lambda: _preheated(35.0, 120.0), [("resnet34", pytorch_default(PIXEL3.soc), 30)])
@@ -172,10 +166,6 @@ def test_polls_skipped_on_a_bet_that_fails_run_again_on_their_own_schedule():
     assert bet.platform.thermal.temp_c == pytest.approx(polled.platform.thermal.temp_c, abs=0.01)
 
 
-@pytest.mark.xfail(strict=True, reason="with the runtime refitted on chunked loops (2026-12-02) the uncapped "
-                   "default runs 1.34 s a batch with its master on little core 0 and the big cores held by "
-                   "spinners; a big cap of 1689.6 MHz arriving on the running job moves the master off core 0 "
-                   "(3.18 s) unless the little cluster is capped one OPP too (1.34 s): bistable placement")
 def test_a_keyed_batchs_caps_arrive_on_a_running_job():
     """Throttling caps a job that is already running, so a capped key is measured that way. The
     default's unpinned team on a Pixel 3 started under a big-cluster cap of 1689.6 MHz settled

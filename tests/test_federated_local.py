@@ -34,8 +34,6 @@ def test_fast_forward_rounds_match_full_simulation(runs):
     assert (fast["energy_j"] > 0).all()
 
 
-@pytest.mark.xfail(strict=True, reason="Swan's first round spends 167.7 J fast-forwarded against 162.6 J fully "
-                   "simulated (3.1%) since the refit on chunked loops (2026-12-02); not yet traced to a batch")
 def test_fast_forward_round_energy_matches_full_simulation(runs):
     fast, full = (r.rounds.set_index(["policy", "round"]) for r in runs)
     assert fast["energy_j"].to_numpy() == pytest.approx(full["energy_j"].to_numpy(), rel=0.02)

@@ -301,9 +301,12 @@ class WaltPlacement:
     - A running task stays; one that no longer fits its cluster (a misfit: its demand grew, or
       it is boosted on the smallest cluster) is pulled by an idle CPU of a bigger cluster
       (check_for_migration / misfit load balance); a CPU running two tasks gives one to an idle
-      CPU where it fits (newidle balance). The balance runs until nothing moves, so a plan with
-      the same threads on the same cores in the same window is already placed (a thread that
-      ends its work and spins at a barrier keeps its CPU) and is not placed again.
+      CPU where it fits (newidle balance) and, when no task moved that way, to any idle CPU
+      (the balancer's retry without LBF_IGNORE_BIG_TASKS, `_balance`): OpenBLAS's spinning
+      workers two to a big CPU spread onto idle little CPUs. The balance runs until nothing
+      moves, so a plan with the same threads on the same cores in the same window is already
+      placed (a thread that ends its work and spins at a barrier keeps its CPU) and is not
+      placed again.
 
     Demand changes only when a window closes, so the kernel's window rollover is one timer,
     armed only while some unpinned thread is runnable (only those can move) - never per
@@ -461,7 +464,8 @@ class WaltPlacement:
                 ut[c] += dem[t.tid]
             load[c] += t.weight
         for _ in threads:   # a move can free a core for another: balance until nothing moves
-            if not self._balance(threads, dem, iso, count, util, load, seen_count):
+            if not (self._balance(threads, dem, iso, count, util, load, seen_count)
+                    or self._balance(threads, dem, iso, count, util, load, seen_count, redo=True)):
                 break
         self._remember(threads, window)
 
@@ -563,9 +567,13 @@ class WaltPlacement:
             return False
         return (r == 0 and self._boosted(t)) or not self.fits(d, r, r)
 
-    def _balance(self, threads, dem, iso, count, util, load, seen_count) -> bool:
+    def _balance(self, threads, dem, iso, count, util, load, seen_count, redo: bool = False) -> bool:
         """Misfit pull by an idle bigger CPU, and an idle CPU taking a task from a shared one;
-        True if a task moved."""
+        True if a task moved. ``redo``: the load balancer's second pass, run when the first moved
+        nothing - an idle CPU then takes a queued task that does not fit it (msm-4.19
+        kernel/sched/fair.c detach_tasks: LBF_IGNORE_BIG_TASKS, set when the destination is
+        smaller, keeps can_migrate_task from taking a task that !task_fits_max there; with
+        nothing detached the flags are cleared and it goes to redo)."""
         # Only a misfit or a task sharing its CPU may move; a move only fills an idle CPU, so
         # no other task becomes one during the pass.
         movable = [t for t in threads if len(t.affinity) > 1 and (count[t.cpu] > 1 or self._misfit(t, dem[t.tid]))]
@@ -593,7 +601,7 @@ class WaltPlacement:
                 # cluster's MC domain; can_migrate_task only refuses the running one)
                 fit = [c for c in idle if self.rank[c] == r0] or \
                       [c for c in idle if self.fits(d, self.rank[c], r0) and self.rank[c] >= r0] or \
-                      [c for c in idle if self.fits(d, self.rank[c], r0)]
+                      [c for c in idle if self.fits(d, self.rank[c], r0)] or (idle if redo else [])
                 if fit:
                     dest = min(fit, key=lambda c: (self.rank[c] != r0, self.rank[c], c))
             if dest is None:
