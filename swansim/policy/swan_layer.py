@@ -179,7 +179,7 @@ class SwanLayer(Swan):
             # a later clean batch refines the plan's mean before the 1.1x test judges it
             total_s, n = self._quiet[plan]
             self._quiet[plan] = (total_s + stats.latency_s, n + 1)
-        elif clean and plan not in self._measured:
+        elif clean:
             # a per-layer plan's first clean batch is its profile and teaches the switching costs
             predicted = self.expected_s(plan)
             self._measured[plan] = stats.latency_s
