@@ -259,6 +259,20 @@ def test_ux_columns_are_defined_where_an_app_ran_and_a_drop_is_positive_everywhe
     assert (df["ux_score_drop_pct"] > 0).all()
 
 
+@pytest.mark.parametrize("device", ["pixel3", "galaxy-s10e"])
+def test_a_policy_that_never_trains_costs_the_owner_nothing(device):
+    """The score drop is against the same phone without training: a policy that declines every
+    request (never charging) must read 0. The reference phone, stopped at the instant the
+    training phone's benchmark ended, had not yet processed its last step there and scored a
+    task missing it as a faster one (a 5-6% drop from nothing)."""
+    from swansim.runs.compare import benchmark_config
+
+    rc = benchmark_config(RunConfig(device=device, model=MODEL, policy="idle-charging-only"))
+    r = run_policy(rc)
+    assert r.summary["batches"] == 0
+    assert r.summary["ux_score_drop_pct"] == 0.0
+
+
 def test_declines_are_counted_by_reason():
     """A phone whose battery is hotter than Swan's 35 C limit: every admission check is refused
     for that reason, and the run says so."""

@@ -240,6 +240,11 @@ class _Phone:
         else:
             self.dev.run(duration_s)
 
+    @property
+    def bench_complete(self) -> bool:
+        """The owner's benchmark ran to its end within the run (a cut one has no score)."""
+        return self.bench is not None and self.bench.done.triggered
+
     def bench_times(self) -> pd.Series:
         tasks = self.rec.tasks()
         return task_times(tasks[tasks["app"] == WorkBench.APP])
@@ -276,13 +281,19 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
     sampler.sample()
     if occupancy is not None:
         occupancy.close()
-    background = None
+    background, background_j = None, None
     if subtract_background:
         background = _Phone(cfg, spec, usage, None, False)
         bar = Progress(background.dev, end_s, "reference run (no training)") if show else None
         background.run(end_s)
+        background_j = background.dev.platform.total_energy_j
         if bar is not None:
             bar.close()
+        if background.bench is not None and phone.bench_complete and not background.bench_complete:
+            # Its benchmark ends at or after the training phone's: run on to its end, since a score
+            # needs every task whole (stopped at end_s exactly, the last step's end is not yet
+            # processed and a task missing a step would count as a faster one).
+            background.run(None)
 
     batches = pd.DataFrame(driver.batch_rows, columns=_BATCH_COLUMNS)
     layers = pd.DataFrame(driver.layer_rows, columns=["batch", "layer", "name", "op", "phase", "choice",
@@ -296,9 +307,8 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
     if trace_detail:
         result.cpu_slices = pd.DataFrame(occupancy.rows, columns=["cpu", "thread", "group", "spinning", "start_s",
                                                                   "end_s"])
-    result.summary = summarise(cfg, usage, result, end_s, dev.platform.total_energy_j,
-                               background.dev.platform.total_energy_j if background else None, driver.declines)
-    if phone.bench is not None and background is not None:
+    result.summary = summarise(cfg, usage, result, end_s, dev.platform.total_energy_j, background_j, driver.declines)
+    if phone.bench_complete and background is not None:
         ref = background.bench_times()
         # a drop is positive, as `swansim ux` reports it
         result.summary["ux_score_drop_pct"] = 100.0 * (1.0 - score(phone.bench_times(), ref) / 1000.0)
