@@ -464,8 +464,9 @@ class WaltPlacement:
                 ut[c] += dem[t.tid]
             load[c] += t.weight
         for _ in threads:   # a move can free a core for another: balance until nothing moves
-            if not (self._balance(threads, dem, iso, count, util, load, seen_count)
-                    or self._balance(threads, dem, iso, count, util, load, seen_count, redo=True)):
+            movable = self._movable(threads, dem, count)
+            if not movable or not (self._balance(movable, dem, iso, count, util, load, seen_count)
+                                   or self._balance(movable, dem, iso, count, util, load, seen_count, redo=True)):
                 break
         self._remember(threads, window)
 
@@ -567,20 +568,22 @@ class WaltPlacement:
             return False
         return (r == 0 and self._boosted(t)) or not self.fits(d, r, r)
 
-    def _balance(self, threads, dem, iso, count, util, load, seen_count, redo: bool = False) -> bool:
-        """Misfit pull by an idle bigger CPU, and an idle CPU taking a task from a shared one;
-        True if a task moved. ``redo``: the load balancer's second pass, run when the first moved
-        nothing - an idle CPU then takes a queued task that does not fit it (msm-4.19
-        kernel/sched/fair.c detach_tasks: LBF_IGNORE_BIG_TASKS, set when the destination is
-        smaller, keeps can_migrate_task from taking a task that !task_fits_max there; with
-        nothing detached the flags are cleared and it goes to redo)."""
-        # Only a misfit or a task sharing its CPU may move; a move only fills an idle CPU, so
-        # no other task becomes one during the pass.
+    def _movable(self, threads, dem, count) -> list:
+        """The tasks a balance pass may move, biggest demand first: a misfit or a task sharing
+        its CPU (a move only fills an idle CPU, so no other task becomes one during a pass)."""
         movable = [t for t in threads if len(t.affinity) > 1 and (count[t.cpu] > 1 or self._misfit(t, dem[t.tid]))]
-        if not movable:
-            return False
-        moved = False
         movable.sort(key=lambda t: (-dem[t.tid], t.tid))
+        return movable
+
+    def _balance(self, movable, dem, iso, count, util, load, seen_count, redo: bool = False) -> bool:
+        """Misfit pull by an idle bigger CPU, and an idle CPU taking a task from a shared one;
+        True if a task moved. ``movable``: `_movable` now. ``redo``: the load balancer's second
+        pass, run when the first moved nothing (so over the same tasks) - an idle CPU then takes
+        a queued task that does not fit it (msm-4.19 kernel/sched/fair.c detach_tasks:
+        LBF_IGNORE_BIG_TASKS, set when the destination is smaller, keeps can_migrate_task from
+        taking a task that !task_fits_max there; with nothing detached the flags are cleared and
+        it goes to redo)."""
+        moved = False
         for t in movable:
             c0 = t.cpu
             r0 = self.rank[c0]
