@@ -273,6 +273,14 @@ def test_a_policy_that_never_trains_costs_the_owner_nothing(device):
     assert r.summary["ux_score_drop_pct"] == 0.0
 
 
+def test_a_benchmark_cut_by_the_run_has_no_score():
+    """Tasks the owner did not finish are not scored as fast ones: no drop at all."""
+    r = run_policy(RunConfig(device="pixel3", model=MODEL, policy="idle-charging-only", duration_s=35.0,
+                             bench_at_s=30.0))
+    assert r.summary["frames"] > 0
+    assert r.summary["ux_score_drop_pct"] != r.summary["ux_score_drop_pct"]   # nan
+
+
 def test_declines_are_counted_by_reason():
     """A phone whose battery is hotter than Swan's 35 C limit: every admission check is refused
     for that reason, and the run says so."""

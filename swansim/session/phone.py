@@ -64,7 +64,8 @@ class RunConfig:
     start_s: float | None = option(None, flag="--start", help="trace time (s) the run starts at (default: just "
                                                               "before the owner's first session on battery)")
     bench_at_s: float | None = option(None, flag="--bench-at", help="the owner runs the Work-like benchmark app at "
-                                                                    "this time (s into the run)")
+                                                                    "this time (s into the run); its score drop "
+                                                                    "is NaN unless it ends within --duration")
     screen_on: bool = option(False, help="the screen is on at the start (the owner holds the phone)")
     seed: int = option(0, help="seed of the owner, the apps and the runtime's jitter")
     runtime: str = option("pytorch", help="runtime profile (swansim/dnn/runtimes)")
