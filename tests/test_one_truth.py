@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import swansim
-from swansim.dnn.choices import Choice, little_one, pytorch_default
+from swansim.dnn.choices import Choice, little_one, pytorch_default, top_one
 from swansim.dnn.tasks import FIG2_TASKS, SWAN_BATCH, SWAN_TASKS, build_task
 from swansim.hw.profile import Catalogue
 from swansim.runs import scenarios, thermal, ux
@@ -32,6 +32,9 @@ def test_core_classes_come_from_the_soc(name):
     assert thermal.load_cpus(CAT.device(name), "big") == list(soc.big_cpus)
     assert thermal.load_cpus(CAT.device(name), "little") == list(soc.little.cpus)
     assert little_one(soc).cpus == (soc.little.cpus[0],)
+    # the single core Swan settles on for the depthwise models: the top cluster's first
+    assert top_one(soc).cpus == (ranked[-1].cpus[0],)
+    assert top_one(soc).cpus[0] in (soc.prime.cpus if soc.prime is not None else soc.big_cpus or soc.little.cpus)
 
 
 def test_every_path_builds_the_swan_tasks_from_one_table():

@@ -20,7 +20,7 @@ from swansim.apps.appmodels import AppTable, load_app_table
 from swansim.apps.ux import UxRecorder, jank_summary
 from swansim.apps.workbench import WorkBench, script, score, task_times
 from swansim.device import Device, DeviceConfig
-from swansim.dnn.choices import little_one, pytorch_default
+from swansim.dnn.choices import little_one, pytorch_default, top_one
 from swansim.dnn.runtime import load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
@@ -37,7 +37,7 @@ PAPER_FIG3_DROP_PCT = {
     ("pixel3", "resnet34"): 26.7, ("pixel3", "shufflenet_v2_x2_0"): 25.1, ("pixel3", "mobilenet_v2"): 29.2,
     ("galaxy-s10e", "resnet34"): 7.0, ("galaxy-s10e", "shufflenet_v2_x2_0"): 15.5,
 }
-BACKGROUND_PLACEMENTS = ("pytorch-default", "little1")
+BACKGROUND_PLACEMENTS = ("pytorch-default", "little1", "top1")
 # Training alone before the owner's benchmark or app starts: long enough for the job's
 # cores to reach their steady clocks and the L3 to hold the training's stream (30 s).
 WARMUP_S = 30.0
@@ -45,10 +45,11 @@ WARMUP_S = 30.0
 
 @dataclass
 class TrainingBackground:
-    """Start a training job on a device: the paper's baseline or one confined to a little core.
+    """Start a training job on a device: the paper's baseline, or one thread on one core.
 
     ``placement``: "pytorch-default" (threads = big cores, no affinity, in the process's
-    cpuset) or "little1" (one thread pinned to the first little core). ``group``: the training
+    cpuset), "little1" (one thread pinned to the first little core) or "top1" (one thread pinned
+    to the first core of the top-capacity cluster, as Swan settles). ``group``: the training
     process's Android group - its cpuset and schedtune attributes - at ``nice`` 0 (Swan does
     not renice it). Swan ran ``python`` in Termux: a process forked from Termux's app process
     keeps the cgroups it inherited at fork (ActivityManager moves only the app process's own
@@ -68,7 +69,7 @@ class TrainingBackground:
         if self.placement not in BACKGROUND_PLACEMENTS:
             raise ValueError(f"placement must be one of {BACKGROUND_PLACEMENTS}, got {self.placement!r}")
         soc = dev.spec.soc
-        choice = pytorch_default(soc) if self.placement == "pytorch-default" else little_one(soc)
+        choice = {"pytorch-default": pytorch_default, "little1": little_one, "top1": top_one}[self.placement](soc)
         model = build_task(self.model)
         return TrainingJob(dev.env, dev.sched, soc, model, load_runtime(self.runtime), choice,
                            nice=self.nice, cpuset=dev.spec.cpuset(self.group), name="train",
