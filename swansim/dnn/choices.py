@@ -146,8 +146,7 @@ def top_one(soc: SocSpec) -> Choice:
     """One thread pinned to the first core of the top-capacity cluster: where Swan settles for
     the depthwise models (experiments/policy_speedup.py: the Pixel 3's core 4, SD855/865's 7)."""
     top = soc.ranked_clusters[-1]
-    kind = "prime" if soc.prime is not None else ("big" if len(soc.clusters) > 1 else "little")
-    return Choice((top.cpus[0],), 1, kind)
+    return Choice((top.cpus[0],), 1, "prime" if soc.prime is not None else "big")
 
 
 def parse_choice(label: str, soc: SocSpec) -> Choice:

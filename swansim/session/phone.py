@@ -290,7 +290,7 @@ def run_policy(cfg: RunConfig, policy: Policy | None = None, oracle: dict[str, f
         background_j = background.dev.platform.total_energy_j
         if bar is not None:
             bar.close()
-        if background.bench is not None and phone.bench_complete and not background.bench_complete:
+        if phone.bench_complete and not background.bench_complete:
             # Its benchmark ends at or after the training phone's: run on to its end, since a score
             # needs every task whole (stopped at end_s exactly, the last step's end is not yet
             # processed and a task missing a step would count as a faster one).
