@@ -37,7 +37,8 @@ PAPER_FIG3_DROP_PCT = {
     ("pixel3", "resnet34"): 26.7, ("pixel3", "shufflenet_v2_x2_0"): 25.1, ("pixel3", "mobilenet_v2"): 29.2,
     ("galaxy-s10e", "resnet34"): 7.0, ("galaxy-s10e", "shufflenet_v2_x2_0"): 15.5,
 }
-BACKGROUND_PLACEMENTS = ("pytorch-default", "little1", "top1")
+# placement name -> the choice it trains on (`TrainingBackground`)
+BACKGROUND_PLACEMENTS = {"pytorch-default": pytorch_default, "little1": little_one, "top1": top_one}
 # Training alone before the owner's benchmark or app starts: long enough for the job's
 # cores to reach their steady clocks and the L3 to hold the training's stream (30 s).
 WARMUP_S = 30.0
@@ -67,9 +68,9 @@ class TrainingBackground:
 
     def __call__(self, dev: Device) -> TrainingJob:
         if self.placement not in BACKGROUND_PLACEMENTS:
-            raise ValueError(f"placement must be one of {BACKGROUND_PLACEMENTS}, got {self.placement!r}")
+            raise ValueError(f"placement must be one of {tuple(BACKGROUND_PLACEMENTS)}, got {self.placement!r}")
         soc = dev.spec.soc
-        choice = {"pytorch-default": pytorch_default, "little1": little_one, "top1": top_one}[self.placement](soc)
+        choice = BACKGROUND_PLACEMENTS[self.placement](soc)
         model = build_task(self.model)
         return TrainingJob(dev.env, dev.sched, soc, model, load_runtime(self.runtime), choice,
                            nice=self.nice, cpuset=dev.spec.cpuset(self.group), name="train",
