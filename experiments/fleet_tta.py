@@ -9,7 +9,12 @@ rounds and summary, then ``fleet_tta.png`` (accuracy and clients online over tim
 ``summary.csv`` (time and energy to the target accuracy, their ratios) under ``--out``.
 
     python experiments/fleet_tta.py [--rounds 200] [--clients 2400] [--policies swan,pytorch-default]
-        [--target-accuracy 0.35] [--jobs 2] [--out results/fleet_tta]
+        [--target-accuracy 0.35] [--charger-budget traced] [--jobs 2] [--out results/fleet_tta]
+
+The paper's span (its Fig. 5-6: about 2,000 rounds, hundreds of hours) at a tenth of the fleet,
+where the energy loan decides who stays online: ``--tasks shufflenet_v2_x2_0 --clients 240
+--per-round 10 --rounds 2000`` (12 min on one core; ``--charger-budget plugged`` for the
+reading under which every loan is repaid overnight).
 
 Resumable: run it again with the same arguments and finished rounds are kept.
 """
@@ -25,6 +30,7 @@ import pandas as pd
 from swansim import checks, plots
 from swansim.cli import guarded
 from swansim.dnn.tasks import SWAN_TASKS
+from swansim.federated.energy import CHARGER_BUDGET, CHARGER_BUDGETS
 from swansim.federated.local import memo_report, run_policy_fleet
 from swansim.federated.fleet import FleetConfig
 
@@ -39,6 +45,8 @@ def main(argv=None) -> None:
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--target-accuracy", type=float, default=FleetConfig.target_accuracy,
                     help="time-to-accuracy target (default: %(default)s; 200 rounds reach 0.35-0.37)")
+    ap.add_argument("--charger-budget", choices=CHARGER_BUDGETS, default=CHARGER_BUDGET,
+                    help="the energy loan's daily charger energy (swansim.federated.energy; default: %(default)s)")
     ap.add_argument("--out", default="results/fleet_tta")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -46,7 +54,8 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     for task in checks.names(checks.listed(args.tasks), "--tasks", SWAN_TASKS, "task"):
         cfg = FleetConfig(model=task, policies=tuple(args.policies.split(",")), clients=args.clients,
-                          per_round=args.per_round, rounds=args.rounds, target_accuracy=args.target_accuracy)
+                          per_round=args.per_round, rounds=args.rounds, target_accuracy=args.target_accuracy,
+                          charger_budget=args.charger_budget)
         result, bm = run_policy_fleet(cfg, out / task, args.jobs)
         rounds[task] = result.rounds
         summaries.append(result.summary.assign(task=task))

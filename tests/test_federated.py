@@ -265,10 +265,29 @@ def test_segments_tile_time_and_agree_with_the_trace(pop, u0, length):
 
 
 def test_loan_budget_is_charger_energy_beyond_the_owners_use():
-    loan = EnergyLoan(one_phone(DAY))
+    loan = EnergyLoan(one_phone(DAY), charger="plugged")
     capacity = loan.capacity_j[0]
     usage_j = capacity * (10 + 10 + 60) / 100   # 60->50->40 and 80->20 % in a day
     assert loan.budget_j[0] == pytest.approx(CHARGER_INTO_PHONE_W * 2 * HOUR - usage_j)
+
+
+def test_traced_budget_is_the_traces_own_rise_beyond_its_use():
+    # DAY rises 40 % (40 -> 80) and drops 80 %: nothing to spare, so nothing is repaid while plugged in.
+    loan = EnergyLoan(one_phone(DAY), charger="traced")
+    assert loan.budget_j[0] == 0.0
+    loan.train(0, HOUR, HOUR + 1000.0, 10.0)
+    loan.settle(13 * HOUR)
+    assert loan.loan_j[0] == pytest.approx(10_000.0)        # the "plugged" reading repays it by 13 h
+    drift = hand_trace([(0.0, 0, 0, 40.0), (10 * HOUR, 0, 1, 40.0), (11 * HOUR, 0, 0, 90.0), (20 * HOUR, 0, 0, 70.0)])
+    loan = EnergyLoan(one_phone(drift), charger="traced")
+    assert loan.budget_j[0] == pytest.approx(0.30 * loan.capacity_j[0])   # rises 50 %, drops 20 %
+
+
+def test_a_trace_cannot_charge_more_than_its_charger_delivers(pop):
+    """The synthetic owner's level rises no faster than the charger pushes: the traced reading of
+    the charger's energy is the smaller, on every client."""
+    plugged, traced = EnergyLoan(pop, charger="plugged"), EnergyLoan(pop, charger="traced")
+    assert (traced.budget_j <= plugged.budget_j).all() and (plugged.budget_j > 0).all()
 
 
 def test_a_client_goes_offline_exactly_when_the_loan_reaches_critical():
@@ -294,7 +313,7 @@ def test_a_traced_drop_under_a_loan_stops_training_at_that_row():
 
 
 def test_repayment_runs_while_plugged_in_at_the_chargers_power():
-    loan = EnergyLoan(one_phone(DAY))
+    loan = EnergyLoan(one_phone(DAY), charger="plugged")
     loan.train(0, HOUR, HOUR + 1000.0, 10.0)                 # borrow 10 kJ
     loan.settle(11 * HOUR)
     assert loan.loan_j[0] == pytest.approx(10_000.0)        # not plugged in: nothing repaid
@@ -307,7 +326,7 @@ def test_repayment_runs_while_plugged_in_at_the_chargers_power():
 def test_repayment_stops_at_the_daily_budget_and_resumes_the_next_day():
     # 30 min plugged a day (16.2 kJ from the charger) against 30 % of the battery used: budget ~4 kJ a day.
     trace = hand_trace([(0.0, 0, 0, 80.0), (10 * HOUR, 0, 1, 50.0), (10.5 * HOUR, 0, 0, 50.0)])
-    loan = EnergyLoan(one_phone(trace))
+    loan = EnergyLoan(one_phone(trace), charger="plugged")
     budget = loan.budget_j[0]
     assert budget == pytest.approx(CHARGER_INTO_PHONE_W * 1800 - 0.30 * loan.capacity_j[0])
     loan.train(0, HOUR, HOUR + 1000.0, 10.0)
@@ -321,8 +340,9 @@ def test_repayment_stops_at_the_daily_budget_and_resumes_the_next_day():
 @given(steps=st.lists(st.tuples(st.floats(0, 30 * HOUR), st.floats(0, 3 * HOUR), st.floats(0, 30)),
                       min_size=1, max_size=8),
        client=st.integers(0, 95))
-def test_loan_conservation_and_budget(pop, steps, client):
-    loan = EnergyLoan(pop)
+@pytest.mark.parametrize("charger", ["traced", "plugged"])
+def test_loan_conservation_and_budget(pop, steps, client, charger):
+    loan = EnergyLoan(pop, charger=charger)
     t = 0.0
     taken = 0.0
     for gap, dur, power in steps:

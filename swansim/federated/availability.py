@@ -78,7 +78,7 @@ class UserTraces:
         times, battery, flags, network, row_ptr = [], [], [], [], [0]
         s_start, s_end, s_app, ses_ptr = [], [], [], [0]
         c_start, c_end, chg_ptr = [], [], [0]
-        usage, plugged = [], []
+        usage, charged, plugged = [], [], []
         net_code = {n: i for i, n in enumerate(NETWORKS)}
         app_code = {c: i for i, c in enumerate(CATEGORIES)}
         for u in self.user_ids:
@@ -109,6 +109,7 @@ class UserTraces:
             days = d / DAY_S
             # The wrap from the last row to the first is the replay's seam, not the owner's use.
             usage.append(sum(max(0.0, x - y) for x, y in zip(levels, levels[1:])) / days)
+            charged.append(sum(max(0.0, y - x) for x, y in zip(levels, levels[1:])) / days)
             plugged.append(sum(e - a for a, e in merged) / days)
         self.time_s = np.array(times, dtype=np.float64)
         self.battery_pct = np.array(battery, dtype=np.float32)
@@ -123,6 +124,7 @@ class UserTraces:
         self.chg_end_s = np.array(c_end, dtype=np.float64)
         self.chg_ptr = np.array(chg_ptr, dtype=np.int64)
         self.usage_pct_per_day = np.array(usage, dtype=np.float64)
+        self.charged_pct_per_day = np.array(charged, dtype=np.float64)   # the level's rises
         self.plugged_s_per_day = np.array(plugged, dtype=np.float64)
 
     def __len__(self) -> int:

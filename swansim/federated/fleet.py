@@ -48,7 +48,7 @@ from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
 from swansim.federated import fedavg
 from swansim.federated.checkpoint import Checkpoint
-from swansim.federated.energy import CRITICAL_PCT
+from swansim.federated.energy import CHARGER_BUDGET, CHARGER_BUDGETS, CRITICAL_PCT
 from swansim.federated.network import model_bytes
 from swansim.federated.population import SHIFTS, Population, base_trace, base_users_needed
 from swansim.federated.rounds import (ROUND_COLUMNS, CostFactory, FleetState, PolicyRun, RoundSettings,
@@ -96,6 +96,11 @@ class FleetConfig:
     beta: float = option(1.0, help="Synthetic(alpha, beta)'s beta")
     test_samples: int = option(10_000, help="the test set's samples")
     critical_battery_pct: float = option(CRITICAL_PCT, help="a client below this battery level drops out (%)")
+    charger_budget: str = option(CHARGER_BUDGET, help="the energy loan's daily charger energy (swansim.federated."
+                                                      "energy): 'traced', the trace's own daily rise in level (the "
+                                                      "paper's traces); 'plugged', the charger's power over the "
+                                                      "traced plugged-in hours (repays every night)",
+                                 known=lambda: CHARGER_BUDGETS)
     # Swan paper: "a coordinator may share finished profiles between devices of the same model";
     # on here (assumption: every profile a client reports, first report per choice kept)
     share_profiles: bool = option(True, flag="--no-share-profiles",
@@ -197,6 +202,8 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: 
     _float(c.beta, "beta", 0.0)
     _int(c.test_samples, "test_samples", 1)
     _float(c.critical_battery_pct, "critical_battery_pct", 0.0, 100.0, hi_open=True)
+    if c.charger_budget not in CHARGER_BUDGETS:
+        raise InputError(WHERE, "charger_budget", f"expected one of {', '.join(CHARGER_BUDGETS)}, got {c.charger_budget!r}")
     work = len(c.policies) * c.rounds * math.ceil(c.per_round * c.overcommit) * c.steps
     checks.work(work, MAX_CLIENT_BATCHES, "client-batches (policies x rounds x selected x local steps)",
                 WHERE, no_limit)
@@ -453,7 +460,8 @@ def _run(config: FleetConfig, out: Path, ctx: WorkContext, population: Populatio
         with tqdm(total=len(config.policies) * config.rounds, initial=done, disable=not progress,
                   desc="fleet", unit="round") as bar:
             for p in config.policies:
-                run = PolicyRun(p, ctx, executor, config.settings(), test_set, config.critical_battery_pct, states[p])
+                run = PolicyRun(p, ctx, executor, config.settings(), test_set, config.critical_battery_pct, states[p],
+                                config.charger_budget)
                 while run.state.round < config.rounds:
                     row = run.play_round()
                     logs[p].append(run.state)

@@ -48,7 +48,7 @@ import pandas as pd
 
 from swansim.federated import fedavg
 from swansim.federated.availability import ClientState, Timeline
-from swansim.federated.energy import EnergyLoan
+from swansim.federated.energy import CHARGER_BUDGET, EnergyLoan
 from swansim.federated.network import download_s, upload_s
 from swansim.federated.population import STREAM_COST, STREAM_SELECT, Client, Population, stream
 
@@ -297,12 +297,13 @@ class PolicyRun:
     """The rounds of one policy over a population."""
 
     def __init__(self, policy: str, ctx: WorkContext, executor: Executor, settings: RoundSettings,
-                 test_set: tuple[np.ndarray, np.ndarray], critical_pct: float, state: FleetState | None = None):
+                 test_set: tuple[np.ndarray, np.ndarray], critical_pct: float, state: FleetState | None = None,
+                 charger_budget: str = CHARGER_BUDGET):
         self.policy, self.ctx, self.executor, self.settings = policy, ctx, executor, settings
         self.population = ctx.population
         self.cost = ctx.cost(policy)
         self.test_x, self.test_y = test_set
-        self.loan = EnergyLoan(self.population, critical_pct)
+        self.loan = EnergyLoan(self.population, critical_pct, charger=charger_budget)
         self.state = state or FleetState.initial(self.population, self.loan)
         self.loan.restore(self.state.loan)
         self.lookups = (0, 0)   # the local costs' (hits, misses) over this process's rounds
