@@ -59,9 +59,13 @@ class FixedCost:
         return (not state.screen_on and state.battery_pct > 20.0
                 and (state.charging or not self.charging_only))
 
+    @staticmethod
+    def why(state) -> str:
+        return "owner_active" if state.screen_on else "battery_low" if state.battery_pct <= 20.0 else "not_charging"
+
     def train(self, req):
         if not self.admit(req.client, req.state):
-            return LocalOutcome(False, carry=req.carry)
+            return LocalOutcome(False, carry=req.carry, declined_why=self.why(req.state))
         lat = self.slow_s if req.client.device == self.slow_device else LATENCY_S[req.client.device]
         if req.carry is None:
             lat *= 1.5
@@ -468,6 +472,7 @@ def test_overcommit_selects_130_percent_and_keeps_the_first_k(tmp_path):
     assert (r["selected"] == np.minimum(13, r["eligible"])).all()
     assert (r["completed"] <= 10).all() and (r["completed"] == 10).any()
     assert (r["declined"] + r["completed"] + r["stragglers"] + r["dropped"] == r["selected"]).all()
+    assert (r.filter(like="declined_").sum(axis=1) == r["declined"]).all()
     assert (r["eligible"] <= r["clients_online"]).all()
 
 
@@ -563,6 +568,16 @@ def test_training_that_drains_the_battery_loses_clients_to_the_loan(tmp_path):
             pytest.approx(state.loan["loan_j"].sum(), rel=1e-9, abs=1e-6)
 
 
+@pytest.mark.parametrize("charger", ["traced", "plugged"])
+def test_a_fleets_loan_takes_its_configured_charger_reading(tmp_path, monkeypatch, charger):
+    from swansim.federated import rounds
+
+    seen, loan_cls = [], rounds.EnergyLoan
+    monkeypatch.setattr(rounds, "EnergyLoan", lambda *a, **kw: seen.append(kw.get("charger")) or loan_cls(*a, **kw))
+    _run(tmp_path, "reading", rounds=1, charger_budget=charger)
+    assert seen == [charger]
+
+
 # ---------------------------------------------------------------- runs: validation, determinism, resume
 
 
@@ -573,6 +588,7 @@ def test_training_that_drains_the_battery_loses_clients_to_the_loan(tmp_path):
     (dict(policies=("a", "a")), "policies"), (dict(baseline="nope"), "baseline"),
     (dict(devices=(("rk3588-board", 1.0),)), "devices"), (dict(devices=(("pixel3", -1.0),)), "devices.pixel3"),
     (dict(trace="/no/such/trace"), "trace"), (dict(seed=True), "seed"), (dict(shifts=25), "shifts"),
+    (dict(charger_budget="wall"), "charger_budget"),
 ])
 def test_bad_config_is_one_line_before_any_work(tmp_path, change, field):
     with pytest.raises(InputError) as e:

@@ -96,3 +96,15 @@ def test_a_batch_one_worker_simulated_reaches_the_others_and_the_saved_memo():
     coordinator.learn(news)
     coordinator.batch_model.cost(key)
     assert (coordinator.batch_model.hits, coordinator.batch_model.misses) == (1, 0)
+
+
+def test_a_declined_request_says_why():
+    from swansim.federated.local import PolicyCost
+    from swansim.federated.rounds import LocalRequest
+
+    pop = build_population(CFG)
+    tl = pop.timeline(0, 0.0)
+    t = next(float(t) for t in range(0, 2 * 86_400, 300) if tl.state_at(t).screen_on)
+    req = LocalRequest(pop.client(0), 1, t, 2, 16, t + 600.0, tl.state_at(t), tl, None)
+    out = PolicyCost(CFG.model, "swan", BatchModel()).train(req)
+    assert not out.admitted and out.declined_why == "owner_active"

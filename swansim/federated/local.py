@@ -111,7 +111,8 @@ class PolicyCost:
         policy.decisions.clear()   # the fleet keeps no decision log; carry stays small
         lookups = (bm.hits - hits0, bm.misses - misses0)
         if done == 0:
-            return LocalOutcome(False, carry=phone, shared=policy.offer(), lookups=lookups)
+            why = next((w for w, n in driver.step.declines.items() if n), "")
+            return LocalOutcome(False, carry=phone, shared=policy.offer(), lookups=lookups, declined_why=why)
         return LocalOutcome(True, done, dev.env.now, energy, carry=phone, shared=policy.offer(), lookups=lookups)
 
     # -- the phone ------------------------------------------------------------------------------

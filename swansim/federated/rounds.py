@@ -51,14 +51,15 @@ from swansim.federated.availability import ClientState, Timeline
 from swansim.federated.energy import CHARGER_BUDGET, EnergyLoan
 from swansim.federated.network import download_s, upload_s
 from swansim.federated.population import STREAM_COST, STREAM_SELECT, Client, Population, stream
+from swansim.policy.base import DECLINE_REASONS
 
 CHUNK_CLIENTS = 16  # clients per unit of parallel work: fixed, so results do not depend on the worker count
 # A round in which no selected client admits training closes this long after it started (assumption:
 # the server selects again a minute later; Bonawitz et al. give rounds of 2-3 minutes).
 EMPTY_ROUND_S = 60.0
 ROUND_COLUMNS = ("policy", "round", "time_h", "round_s", "accuracy", "clients_online", "offline_loan",
-                 "eligible", "selected", "declined", "completed", "stragglers", "dropped", "dropped_loan",
-                 "energy_j", "wasted_energy_j")
+                 "eligible", "selected", "declined", *(f"declined_{why}" for why in DECLINE_REASONS), "completed",
+                 "stragglers", "dropped", "dropped_loan", "energy_j", "wasted_energy_j")
 
 
 # ---------------------------------------------------------------- the local-cost interface
@@ -96,7 +97,8 @@ class LocalOutcome:
     dict) is what the client offers the coordinator of its phone model (Swan: its measured
     profiles); with sharing on, later requests of that model get the pool as ``shared``.
     ``lookups`` is diagnostics only (e.g. memo hits and misses; they depend on which process
-    ran the request, so they never reach results).
+    ran the request, so they never reach results). ``declined_why``: why the policy declined,
+    one of `swansim.policy.base.DECLINE_REASONS` (anything else counts as "other").
     """
 
     admitted: bool
@@ -106,6 +108,7 @@ class LocalOutcome:
     carry: Any = None
     shared: dict | None = None
     lookups: tuple[int, int] = (0, 0)
+    declined_why: str = ""
 
 
 class LocalCost(Protocol):
@@ -338,6 +341,7 @@ class PolicyRun:
             self.cost.learn(self._news)   # the coordinator's memo is the merged one (it is saved)
 
         works = []
+        declined = dict.fromkeys(DECLINE_REASONS, 0)
         for job, o in zip(jobs, outcomes):
             self.lookups = (self.lookups[0] + o.lookups[0], self.lookups[1] + o.lookups[1])
             if s.share_profiles and o.shared:
@@ -351,6 +355,7 @@ class PolicyRun:
             else:
                 st.carry[job.client] = o.carry
             if not o.admitted:
+                declined[o.declined_why if o.declined_why in declined else "other"] += 1
                 continue
             end = job.start_s + o.duration_s
             power = o.energy_j / o.duration_s if o.duration_s > 0 else 0.0
@@ -389,6 +394,7 @@ class PolicyRun:
                    accuracy=fedavg.accuracy(st.weights, self.test_x, self.test_y),
                    clients_online=int(online.sum()), offline_loan=int(offline_loan.sum()),
                    eligible=int(eligible.size), selected=int(chosen.size), declined=len(jobs) - len(works),
+                   **{f"declined_{why}": n for why, n in declined.items()},
                    completed=len(completed), stragglers=stragglers, dropped=dropped, dropped_loan=dropped_loan,
                    energy_j=energy, wasted_energy_j=wasted)
         st.rows.append(row)
