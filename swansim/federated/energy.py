@@ -30,7 +30,10 @@ both from its phone and its base user's trace:
   traces can show no other charger energy. Chosen with the paper's account of its fleet in
   view (section 5.3: the baseline "steadily loses devices with every passing round due to
   exhausting the energy budget"), which ``"plugged"`` cannot produce: the synthetic owners are
-  plugged in 5-16 h a day, a budget of 1.5-12.5 batteries, so every loan is repaid overnight;
+  plugged in 5-16 h a day, a budget of 1.5-12.5 batteries, so every loan is repaid overnight.
+  A trace without battery levels (FedScale's availability, imported at a constant 50 %) shows
+  no charger energy at all: under ``"traced"`` its loans are never repaid, so such a trace
+  wants ``"plugged"``;
 * daily usage energy ``U = capacity_j x usage_pct_per_day / 100``: the traced owner's mean
   daily discharge.
 
