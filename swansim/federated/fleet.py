@@ -99,7 +99,7 @@ class FleetConfig:
     charger_budget: str = option(CHARGER_BUDGET, help="the energy loan's daily charger energy (swansim.federated."
                                                       "energy): 'traced', the trace's own daily rise in level (the "
                                                       "paper's traces); 'plugged', the charger's power over the "
-                                                      "traced plugged-in hours (repays every night)",
+                                                      "traced plugged-in hours (the synthetic owners' loans are repaid every night)",
                                  known=lambda: CHARGER_BUDGETS)
     # Swan paper: "a coordinator may share finished profiles between devices of the same model";
     # on here (assumption: every profile a client reports, first report per choice kept)
