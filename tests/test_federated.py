@@ -246,6 +246,21 @@ def test_the_fleets_owner_answers_as_the_trace_does(pop, times, lengths):
 
 
 @FAST
+@given(client=st.integers(0, 95), t=st.floats(0, 3 * DAY_S))
+@example(client=10, t=136800.0)   # the change at 136,800 s mapped one rounding step short of it
+def test_a_change_hands_out_the_state_it_brings(pop, client, t):
+    """At the time `next_change_s` gives, the trace is already in the new state (the shift and
+    the wrap are float sums that can land short of it): the one that holds until the next change."""
+    tl = pop.timeline(client, 0.0)
+    c = tl.next_change_s(t)
+    while tl.next_change_s(c) - c < 1e-6:   # a row and a session's end a rounding step apart: the last
+        c = tl.next_change_s(c)
+    now, later = tl.state_at(c), tl.state_at(0.5 * (c + tl.next_change_s(c)))
+    assert (now.battery_pct, now.charging, now.screen_on, now.app) == \
+        (later.battery_pct, later.charging, later.screen_on, later.app)
+
+
+@FAST
 @given(u0=st.floats(0, 3 * DAY_S), length=st.floats(1, 2 * DAY_S))
 @example(u0=2 * DAY_S - 2.9103830456733704e-11, length=1.0)   # one float step before a midnight
 def test_segments_tile_time_and_agree_with_the_trace(pop, u0, length):

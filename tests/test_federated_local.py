@@ -5,6 +5,7 @@ fast-forwarded with the batch model, and each fully simulated (`PolicyCost(fast_
 Round times, energy and drop-outs must agree within 2%; the carry a client leaves behind must
 stay small (the fleet checkpoints it every round).
 """
+import math
 import pickle
 
 import pytest
@@ -108,3 +109,58 @@ def test_a_declined_request_says_why():
     req = LocalRequest(pop.client(0), 1, t, 2, 16, t + 600.0, tl.state_at(t), tl, None)
     out = PolicyCost(CFG.model, "swan", BatchModel()).train(req)
     assert not out.admitted and out.declined_why == "owner_active"
+
+
+def _pixel3(charging: bool = False):
+    from swansim.device import Device, DeviceConfig
+    from swansim.hw.profile import Catalogue
+
+    return Device(Catalogue.load().device("pixel3"), DeviceConfig(charging=charging, initial_soc_pct=50.0))
+
+
+def test_a_phone_arrives_as_warm_as_its_traced_charger_left_it():
+    """Between requests the battery follows the owner's charger: cool when the charger has just
+    been plugged in, at the charging steady state after an hour of it; a gap split in two
+    (a request between, nothing trained) ends where the whole gap does."""
+    from swansim.apps.traces import DeviceState, Trace
+    from swansim.federated.local import settle
+    from swansim.federated.population import Population
+
+    hour = 3600.0
+    rows = [(0.0, False, False, 50.0), (10 * hour, False, True, 50.0), (16 * hour, False, False, 90.0)]
+    trace = Trace({"u0": ()}, {"u0": tuple(DeviceState("u0", t, s, c, b, "wifi") for t, s, c, b in rows)}, 86_400.0)
+    tl = Population.build(1, 0, trace, devices=(("pixel3", 1.0),), shifts=1).timeline(0, 0.0)
+
+    def battery_c(from_s, to_s, dev=None):
+        dev = dev or _pixel3(charging=tl.state_at(to_s).charging)
+        settle(dev, tl, from_s, to_s)
+        return dev.battery_temp_c
+
+    steady = _pixel3(charging=True)
+    steady.platform.thermal.step(1e6, steady.platform.node_power_w)   # idle on the charger for ever
+    idle, plugged_10min, plugged_2h = battery_c(-math.inf, 10 * hour), battery_c(-math.inf, 10 * hour + 600.0), \
+        battery_c(-math.inf, 12 * hour)
+    assert idle < 28.0 < plugged_10min < plugged_2h
+    assert plugged_2h == pytest.approx(steady.battery_temp_c, abs=0.01) and plugged_2h > 35.0
+    split = _pixel3(charging=True)
+    settle(split, tl, -math.inf, 9 * hour)
+    assert battery_c(9 * hour, 12 * hour, split) == pytest.approx(plugged_2h, abs=0.01)
+
+
+@pytest.mark.parametrize("gap_h", [0.5, 3.0, 30.0])
+def test_settling_a_gap_in_one_piece_before_its_last_modes_moves_no_temperature(gap_h):
+    """The far past of a gap is stepped in one piece (HISTORY_MODES): against every traced
+    change stepped, no node differs by more than 0.01 C, whatever the gap."""
+    from swansim.federated.local import settle
+
+    pop = build_population(CFG)
+    for client in range(0, 48, 7):
+        tl = pop.timeline(client, 0.0)
+        for start_h in (1.0, 7.5, 20.0):
+            t0, t1 = start_h * 3600.0, (start_h + gap_h) * 3600.0
+            cut, full = _pixel3(), _pixel3()
+            for dev in (cut, full):
+                dev.platform.thermal.step(5000.0, [0.5, 2.0, 0.3, 0.3, 1.0, 0.4])   # a warm phone at t0
+            settle(cut, tl, t0, t1)
+            settle(full, tl, t0, t1, history_modes=math.inf)
+            assert max(abs(a - b) for a, b in zip(cut.platform.thermal.temp_c, full.platform.thermal.temp_c)) < 0.01

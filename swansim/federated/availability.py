@@ -158,20 +158,27 @@ class UserTraces:
         return np.where(inside, self.ses_app[j], NO_APP).astype(np.int8)
 
     def next_change_local(self, user: int, local_s: float) -> float:
-        """The next local time after ``local_s`` at which a row or a session starts or ends."""
+        """The first local time after ``local_s`` whose trace time (`trace_time`, what every
+        lookup reads) has reached the next row, session start or end, or the wrap.
+
+        Trace times are compared as the lookups compute them: a change is after ``local_s``
+        when it lies beyond ``local_s``'s trace time, and the time returned is moved up by
+        rounding steps until its own trace time reaches the change (the cycle's start plus
+        the change's offset can land a step short of it)."""
         d = self.duration_s
-        base = math.floor(local_s / d) * d
-        tau = local_s - base
+        tau = float(self.trace_time(local_s))
         cands = [d]  # the wrap
         for arr, lo, hi in ((self.time_s, self.row_ptr[user], self.row_ptr[user + 1]),
                             (self.ses_start_s, self.ses_ptr[user], self.ses_ptr[user + 1]),
                             (self.ses_end_s, self.ses_ptr[user], self.ses_ptr[user + 1])):
             i = lo + np.searchsorted(arr[lo:hi], tau, side="right")
-            while i < hi and base + arr[i] <= local_s:   # tau lost a rounding step: strictly after
-                i += 1
             if i < hi:
                 cands.append(float(arr[i]))
-        return base + min(cands)
+        nxt = min(cands)
+        out = local_s - tau + nxt
+        while (self.trace_time(out) < nxt) if nxt < d else (self.trace_time(out) > 0.5 * d):
+            out = math.nextafter(out, math.inf)
+        return out
 
     def segments(self, user: int, u0_s: float, u1_s: float) -> Iterator[Segment]:
         """Traced battery and charging over local time ``[u0_s, u1_s)``, split at rows, wraps and midnights."""
@@ -309,8 +316,14 @@ class Timeline:
                       int(tr.app_at(u, tau)[0]), self.loan_j, self.capacity_j)
 
     def next_change_s(self, t_s: float) -> float:
-        """Server time of the next traced change (a state row, or a session start or end) after ``t_s``."""
-        return self.traces.next_change_local(self.user, t_s + self.shift_s) - self.shift_s
+        """Server time of the next traced change (a state row, or a session start or end) after
+        ``t_s``: the first time whose state (`state_at`) is the one the change brings."""
+        shift = self.shift_s
+        local = self.traces.next_change_local(self.user, t_s + shift)
+        t = local - shift
+        while t + shift < local:   # the shift's sum a rounding step short
+            t = max(t + math.ulp(local), math.nextafter(t, math.inf))
+        return t
 
     def changes(self, t0_s: float, t1_s: float) -> Iterator[ClientState]:
         """The state at ``t0_s`` and at every traced change in ``(t0_s, t1_s)``."""

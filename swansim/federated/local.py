@@ -13,9 +13,11 @@ simulation's driver takes too; this module only turns a client's state into a ph
 
 What a client's phone remembers between rounds travels in the outcome's ``carry``: the policy
 (what it learned: Swan's profiles and selection) and the phone's thermal state at the end of
-its last request. Between requests the phone cools (or warms) along the exact RC solution at
-its idle power (screen off; an assumption: the owner's own use between rounds is not heated
-in); the check-in's battery temperature is that relaxed state's.
+its last request. Between requests (and before its first) the idle phone follows the exact RC
+solution through the owner's traced screen and charger (`settle`: the charger's loss heats the
+battery Swan reads; the owner's apps' CPU heat is not replayed, an assumption). The check-in
+reads the battery at the profile's ambient; the request's first batch reads the settled phone,
+where Swan's temperature rule declines (`declined_battery_hot` in rounds.csv).
 
 The foreground app in a batch's key is the trace's category at the batch's start: a batch
 under an app is measured with that app running (`BatchKey.foreground`).
@@ -123,12 +125,60 @@ class PolicyCost:
                      DeviceConfig(seed=client.seed, charging=st.charging,
                                   initial_soc_pct=max(0.0, min(100.0, st.battery_pct)),
                                   placement=self.placement))
-        if phone.thermal_z is not None:
-            net = dev.platform.thermal
-            net.state = phone.thermal_z
-            idle_w = dev.platform.node_power_w    # screen off, nothing running
-            net.step(max(0.0, request.start_s - phone.time_s), idle_w)
+        if phone.thermal_z is None:   # a first request: the phone's traced past, from ambient
+            settle(dev, request.timeline, -math.inf, request.start_s)
+        else:
+            dev.platform.thermal.state = phone.thermal_z
+            settle(dev, request.timeline, phone.time_s, request.start_s)
         return dev
+
+
+# A phone's RC network forgets its past with its slowest mode (13-16 min on the five phones of
+# the paper): what it held more than this many of those lives before a request weighs less than
+# e^-8 (0.03%) in its temperatures then, so that part of an idle stretch is stepped in one piece.
+HISTORY_MODES = 8.0
+
+
+def settle(dev: Device, timeline, from_s: float, to_s: float, history_modes: float = HISTORY_MODES) -> None:
+    """Step an idle phone's RC network (nothing of the training's running; its state is the
+    one at server time ``from_s``, or ambient when ``from_s`` is -inf) to ``to_s`` through the
+    owner's traced screen and charger: the screen's power and the charger's loss, which heats
+    the battery Swan reads, follow ``timeline`` over the last ``history_modes`` lives of the
+    network's slowest mode; before that the power is the one where that stretch ends. The
+    owner's apps are not replayed here: their CPU heat between requests is left out. A
+    client without a trace keeps the phone's state at ``to_s`` throughout."""
+    net, plat = dev.platform.thermal, dev.platform
+    now = (plat.screen_on, dev.battery is not None and dev.battery.charging)
+    powers: dict[tuple[bool, bool], list[float]] = {}
+
+    def power(state) -> list[float]:
+        key = now if state is None else (state.screen_on, state.charging)
+        if key not in powers:
+            powers[key] = _idle_power(dev, *key)
+        return powers[key]
+
+    if timeline.state_at(to_s) is None:   # no trace: the phone as it stands now
+        net.step(to_s - from_s if from_s > -math.inf else 0.0, power(None))
+        return
+    t = max(from_s, to_s - history_modes / min(net.rates_per_s))
+    if -math.inf < from_s < t:   # the far past in one piece, at the power where it ends
+        net.step(t - from_s, power(timeline.state_at(t)))
+    states = list(timeline.changes(t, to_s))
+    for s, end in zip(states, [*(x.time_s for x in states[1:]), to_s]):
+        net.step(end - s.time_s, power(s))
+
+
+def _idle_power(dev: Device, screen_on: bool, charging: bool) -> list[float]:
+    """Heat into each RC node (W) of ``dev`` idle with the screen and the charger so, and
+    every core at its leakage now; the phone is left as it was."""
+    plat = dev.platform
+    screen0, charging0 = plat.screen_on, dev.battery is not None and dev.battery.charging
+    plat.set_screen(screen_on)
+    dev.set_charging(charging)
+    out = plat.node_power_w.tolist()
+    plat.set_screen(screen0)
+    dev.set_charging(charging0)
+    return out
 
 
 class _TimelineOwner:
