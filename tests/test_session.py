@@ -101,6 +101,34 @@ def test_the_fleet_and_a_full_run_take_the_same_step_for_the_same_batches():
     assert seen[0] == seen[1] == [(0, 0, 0, 0), (1, 0, 1, 1), (2, 0, 2, 2)]
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_requests_energy_is_what_the_training_adds_to_the_phones_own_draw(fast):
+    """The energy loan borrows the training's energy: the same request on a phone on its
+    charger, or with its screen on, costs what it costs on an idle phone (the charger's loss,
+    the screen and the idle floor are the owner's, in the trace's level already)."""
+    from swansim.batchmodel import BatchModel
+    from swansim.device import Device, DeviceConfig
+    from swansim.dnn.choices import parse_choice
+    from swansim.session.driver import FastForwardDriver
+
+    class Pinned(Policy):   # one big core, whatever the owner does
+        def plan(self, view):
+            return view.uniform(parse_choice("4", PIXEL3.soc))
+
+    energy = {}
+    memo = BatchModel()
+    for charging, screen_on in ((False, False), (True, False), (False, True)):
+        owner = _Owner()
+        owner._State = type("S", (), dict(battery_pct=80.0, charging=charging, screen_on=screen_on, app=None))
+        dev = Device(PIXEL3, DeviceConfig(charging=charging, initial_soc_pct=80.0))
+        done, energy[charging, screen_on] = FastForwardDriver(
+            dev, Pinned(), "shufflenet_v2_x2_0", memo, fast_forward=fast).run(2, owner)
+        assert done == 2
+    idle = energy[False, False]
+    assert idle > 0 and energy[True, False] == pytest.approx(idle, rel=0.01)
+    assert energy[False, True] == pytest.approx(idle, rel=0.01)
+
+
 class _Owner:
     """Nobody: a phone idle and discharging at 80%."""
 

@@ -6,7 +6,9 @@ the phone's real level is below the traced one by the **loan** ``L`` (joules):
     level(t) = traced_pct(t) - 100 * L(t) / capacity_j
 
 **Borrowing.** Every joule of local training adds to ``L``, at the training's mean power
-(``energy_j / duration_s`` of the local-cost outcome) while it runs.
+(``energy_j / duration_s`` of the local-cost outcome) while it runs. That energy is what the
+training adds to the phone's own draw (`swansim.session.driver.FastForwardDriver.run`): the idle
+floor, the screen and the charger's loss are the owner's, already in the traced level.
 
 **Repayment.** Each client has a fixed daily charger energy and a fixed daily usage energy,
 both from its phone and its base user's trace:

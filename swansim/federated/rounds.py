@@ -90,8 +90,8 @@ class LocalOutcome:
     """What a client's local training did.
 
     ``admitted=False``: the policy declined to start (nothing else is read). Otherwise the
-    client worked ``duration_s`` from the start and spent ``energy_j`` (the fleet assumes
-    constant power over that time); ``batches_done < n_batches`` means the policy stopped
+    client worked ``duration_s`` from the start and spent ``energy_j`` beyond what the phone
+    draws without the training (the fleet assumes constant power over that time); ``batches_done < n_batches`` means the policy stopped
     early (a drop-out), or the callable stopped at the deadline. ``carry`` is kept for the
     client's next request (e.g. a policy's explored profile); it must pickle. ``shared`` (a
     dict) is what the client offers the coordinator of its phone model (Swan: its measured
