@@ -164,3 +164,23 @@ def test_settling_a_gap_in_one_piece_before_its_last_modes_moves_no_temperature(
             settle(cut, tl, t0, t1)
             settle(full, tl, t0, t1, history_modes=math.inf)
             assert max(abs(a - b) for a, b in zip(cut.platform.thermal.temp_c, full.platform.thermal.temp_c)) < 0.01
+
+
+def test_a_checkpoint_of_another_run_fails_before_the_prefill(tmp_path, monkeypatch):
+    """The policies' fleet simulates its likely batches first (a minute at the paper's scale): a
+    checkpoint it could not resume from is refused before that, in one line naming the file."""
+    from dataclasses import replace
+
+    from swansim.errors import InputError
+    from swansim.federated.local import run_policy_fleet
+
+    cfg = CFG.__class__(**{**CFG.__dict__, "policies": ("pytorch-default",), "rounds": 1, "local_steps": 2})
+    run_policy_fleet(cfg, tmp_path, jobs=1, progress=False)
+
+    def no_prefill(*args, **kwargs):
+        raise AssertionError("simulated before the checkpoint was checked")
+
+    monkeypatch.setattr(BatchModel, "prefill", no_prefill)
+    with pytest.raises(InputError, match="checkpoint of another run") as e:
+        run_policy_fleet(replace(cfg, per_round=3), tmp_path, jobs=1, progress=False)
+    assert e.value.where.endswith("pytorch-default.log")

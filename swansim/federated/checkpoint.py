@@ -60,9 +60,9 @@ class Checkpoint:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def load(self, check=None) -> FleetState | None:
-        """The state of the last whole round in the log (None: no log yet). ``check(header)``
-        raises an `InputError` if the header is not of this run."""
+    def load(self, check=None, header_only: bool = False) -> FleetState | None:
+        """The state of the last whole round in the log (None: no log yet, or ``header_only``).
+        ``check(header)`` raises an `InputError` if the header is not of this run."""
         if not self.path.exists():
             return None
         data = self.path.read_bytes()
@@ -80,7 +80,7 @@ class Checkpoint:
             raise InputError(str(self.path), "format", f"checkpoint format {fmt!r}, expected {FORMAT}")
         if check is not None:
             check(header.get("identity", {}))
-        if len(records) == 1:
+        if len(records) == 1 or header_only:
             return None
         state: FleetState = pickle.loads(records[1])
         for body in records[2:]:

@@ -377,8 +377,17 @@ def _identity(config: FleetConfig, policy: str) -> dict:
             "code": code_fingerprint()}
 
 
-def _open_checkpoint(out: Path, config: FleetConfig, policy: str, ours: dict) -> tuple[Checkpoint, FleetState | None]:
-    """The policy's checkpoint log and the state of its last whole round (None: start afresh)."""
+def check_resume(config: FleetConfig, out_dir: str | Path) -> None:
+    """Fail now, before any simulation, if a checkpoint in ``out_dir`` is of another run (its
+    header: policy, config, trace, code)."""
+    for p in config.policies:
+        _open_checkpoint(Path(out_dir), config, p, _identity(config, p), header_only=True)
+
+
+def _open_checkpoint(out: Path, config: FleetConfig, policy: str, ours: dict,
+                     header_only: bool = False) -> tuple[Checkpoint, FleetState | None]:
+    """The policy's checkpoint log and the state of its last whole round (None: start afresh;
+    always with ``header_only``, which checks the header alone)."""
     log = Checkpoint(_checkpoint_path(out, policy), ours)
     where = str(log.path)
 
@@ -395,7 +404,7 @@ def _open_checkpoint(out: Path, config: FleetConfig, policy: str, ours: dict) ->
                 raise InputError(where, key, f"{what} the checkpoint was written; use another out directory")
 
     try:
-        state = log.load(check)
+        state = log.load(check, header_only)
     except InputError:
         raise
     except Exception as e:  # a record that unpickles to nonsense

@@ -260,12 +260,13 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     filled with `likely_keys` over a process pool, and saved back after the run."""
 
     from swansim import checks
-    from swansim.federated.fleet import build_population, check_run, run_validated, validate
+    from swansim.federated.fleet import build_population, check_resume, check_run, run_validated, validate
     from swansim.pool import check_jobs
 
     validate(config, no_limit=no_limit)
     jobs = check_jobs(jobs)
     check_run(jobs, dask_address, out_dir)
+    check_resume(config, out_dir)   # a stale checkpoint fails here, not after the prefill
     costs = PolicyCosts(BatchModel(max_entries=1 << 16))
     for p in config.policies:
         if policy_class(p, "--policies").needs_oracle:
