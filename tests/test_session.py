@@ -117,16 +117,18 @@ def test_a_requests_energy_is_what_the_training_adds_to_the_phones_own_draw(fast
 
     energy = {}
     memo = BatchModel()
-    for charging, screen_on in ((False, False), (True, False), (False, True)):
+    for charging, screen_on, soc in ((False, False, 80.0), (True, False, 80.0), (False, True, 80.0),
+                                     (True, False, 100.0)):   # full: the charger carries the load
         owner = _Owner()
-        owner._State = type("S", (), dict(battery_pct=80.0, charging=charging, screen_on=screen_on, app=None))
-        dev = Device(PIXEL3, DeviceConfig(charging=charging, initial_soc_pct=80.0))
-        done, energy[charging, screen_on] = FastForwardDriver(
+        owner._State = type("S", (), dict(battery_pct=soc, charging=charging, screen_on=screen_on, app=None))
+        dev = Device(PIXEL3, DeviceConfig(charging=charging, initial_soc_pct=soc))
+        done, energy[charging, screen_on, soc] = FastForwardDriver(
             dev, Pinned(), "shufflenet_v2_x2_0", memo, fast_forward=fast).run(2, owner)
         assert done == 2
-    idle = energy[False, False]
-    assert idle > 0 and energy[True, False] == pytest.approx(idle, rel=0.01)
-    assert energy[False, True] == pytest.approx(idle, rel=0.01)
+    idle = energy[False, False, 80.0]
+    assert idle > 0
+    for key in ((True, False, 80.0), (False, True, 80.0), (True, False, 100.0)):
+        assert energy[key] == pytest.approx(idle, rel=0.01), key
 
 
 class _Owner:

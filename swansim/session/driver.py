@@ -156,23 +156,20 @@ class FastForwardDriver:
             self._run_batch = lambda key, ahead: (phone.run_batch(key, ahead), None)
         else:
             self._run_batch = SimulatedBatches(dev, model, runtime, seed).run_batch
-        plat = dev.platform
-        self.floor_w = plat.idle_floor_w
-        # what the phone draws without the training, by screen: its idle floor, the screen and
-        # the charger's loss (the owner's own use, which a trace's battery level already holds)
-        screen0 = plat.screen_on
-        self._background_w = {}
-        for on in (False, True):
-            plat.set_screen(on)
-            self._background_w[on] = plat.total_power_w
-        plat.set_screen(screen0)
+        self.floor_w = dev.platform.idle_floor_w
+        names = dev.platform.component_names
+        # the energy lines that are not the training's: the screen and the charger's loss (the
+        # owner's, in a trace's battery level already; the loss is drawn from the wall)
+        self._owner_lines = [names.index(n) for n in ("screen", "charging_loss") if n in names]
 
     def run(self, n_batches: int, owner: Owner, start_s: float = 0.0, until_s: float = math.inf) -> tuple[int, float]:
         """Up to ``n_batches`` batches, while the policy admits and before ``until_s``; the
         caller's clock reads ``start_s`` when the phone's starts (the owner is asked on it).
         Returns the batches done and the energy they added to what the phone draws without
-        them (J): the training's own, what the Swan paper's energy loan borrows."""
+        them (J): the training's own, what the Swan paper's energy loan borrows - each batch's
+        energy less the screen's, the charger's loss and the idle floor."""
         dev, step, policy = self.dev, self.step, self.policy
+        plat, lines = dev.platform, self._owner_lines
         needs_layers = type(policy).needs_layers
         energy, done = 0.0, 0
         for k in range(n_batches):
@@ -191,8 +188,10 @@ class FastForwardDriver:
             # cold one (pool creation, clocks ramping), the others follow a batch
             key = BatchKey(dev.spec.name, self.model, plan.single or plan, runtime=self.runtime,
                            placement=self.placement, foreground=owned.app, warmup=0 if k == 0 else 1)
+            owner_j = plat.energy_j[lines].sum()
             rec, layer_s = self._run_batch(key, n_batches - 1 - k)
-            energy += rec.energy_j - self._background_w[state.screen_on] * rec.latency_s
+            owner_j = plat.energy_j[lines].sum() - owner_j
+            energy += rec.energy_j - owner_j - self.floor_w * rec.latency_s
             done += 1
             quiet = is_quiet(state, owner.changed(now, start_s + dev.env.now))
             layers = ()
