@@ -333,8 +333,8 @@ def fleet_curves(rounds: dict[str, pd.DataFrame], summaries: dict[str, pd.DataFr
         if online.nunique() > 1:
             axes[3, j].set_xlabel("simulated time (h)")
             axes[3, j].set_ylabel("clients online (count)")
-            axes[3, j].set_ylim(bottom=0)
-            axes[3, j].legend(fontsize=7)
+            axes[3, j].set_ylim(0, online.max() * 1.08)   # a line at the fleet's size stays off the frame
+            axes[3, j].legend(fontsize=7, loc="lower left")
         else:   # a flat line says nothing a sentence does not
             axes[3, j].axis("off")
             axes[3, j].text(0.5, 0.5, f"{int(online.iloc[0])} clients online throughout\n"

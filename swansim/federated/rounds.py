@@ -91,11 +91,12 @@ class LocalOutcome:
 
     ``admitted=False``: the policy declined to start (nothing else is read). Otherwise the
     client worked ``duration_s`` from the start and spent ``energy_j`` beyond what the phone
-    draws without the training (the fleet assumes constant power over that time); ``batches_done < n_batches`` means the policy stopped
-    early (a drop-out), or the callable stopped at the deadline. ``carry`` is kept for the
-    client's next request (e.g. a policy's explored profile); it must pickle. ``shared`` (a
-    dict) is what the client offers the coordinator of its phone model (Swan: its measured
-    profiles); with sharing on, later requests of that model get the pool as ``shared``.
+    draws without the training (the fleet assumes constant power over that time);
+    ``batches_done < n_batches`` means the policy stopped early (a drop-out), or the callable
+    stopped at the deadline. ``carry`` is kept for the client's next request (e.g. a policy's
+    explored profile); it must pickle. ``shared`` (a dict) is what the client offers the
+    coordinator of its phone model (Swan: its measured profiles); with sharing on, later
+    requests of that model get the pool as ``shared``.
     ``lookups`` is diagnostics only (e.g. memo hits and misses; they depend on which process
     ran the request, so they never reach results). ``declined_why``: why the policy declined,
     one of `swansim.policy.base.DECLINE_REASONS` (anything else counts as "other").
