@@ -131,6 +131,20 @@ def test_a_requests_energy_is_what_the_training_adds_to_the_phones_own_draw(fast
         assert energy[key] == pytest.approx(idle, rel=0.01), key
 
 
+def test_the_phone_follows_a_charger_plugged_in_during_a_request():
+    from swansim.batchmodel import BatchModel
+    from swansim.device import Device, DeviceConfig
+    from swansim.session.driver import FastForwardDriver
+
+    class Plugging(_Owner):   # plugs the charger in after the request's first second
+        def state_at(self, t_s):
+            return type("S", (), dict(battery_pct=80.0, charging=t_s > 1.0, screen_on=False, app=None))
+
+    dev = Device(PIXEL3, DeviceConfig(charging=False, initial_soc_pct=80.0))
+    FastForwardDriver(dev, Recorder(), "shufflenet_v2_x2_0", BatchModel()).run(2, Plugging())
+    assert dev.battery.charging and dev.battery.charger_j > 0
+
+
 class _Owner:
     """Nobody: a phone idle and discharging at 80%."""
 

@@ -184,6 +184,8 @@ class FastForwardDriver:
                 break
             plan = step.plan(state, k)
             dev.platform.set_screen(state.screen_on)
+            if dev.battery is not None and dev.battery.charging != owned.charging:
+                dev.set_charging(owned.charging)   # the owner plugged in or out since the last batch
             # a request starts on a phone whose training process is new: its first batch is a
             # cold one (pool creation, clocks ramping), the others follow a batch
             key = BatchKey(dev.spec.name, self.model, plan.single or plan, runtime=self.runtime,
