@@ -14,6 +14,8 @@ from swansim.federated.local import PolicyCosts, likely_keys
 from swansim.federated.fleet import FleetConfig, build_population, run_fleet
 from swansim.batchmodel import BatchModel
 
+from conftest import PIXEL3
+
 CFG = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=48, per_round=4, rounds=2,
                   local_steps=4, devices=(("pixel3", 1.0),), trace_days=2, seed=3)
 
@@ -113,9 +115,8 @@ def test_a_declined_request_says_why():
 
 def _pixel3(charging: bool = False):
     from swansim.device import Device, DeviceConfig
-    from swansim.hw.profile import Catalogue
 
-    return Device(Catalogue.load().device("pixel3"), DeviceConfig(charging=charging, initial_soc_pct=50.0))
+    return Device(PIXEL3, DeviceConfig(charging=charging, initial_soc_pct=50.0))
 
 
 def test_a_phone_arrives_as_warm_as_its_traced_charger_left_it():
