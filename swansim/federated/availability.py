@@ -109,8 +109,8 @@ class UserTraces:
             days = d / DAY_S
             # The wrap from the last row to the first is the replay's seam, not the owner's use.
             steps = [y - x for x, y in zip(levels, levels[1:])]
-            usage.append(sum(-d for d in steps if d < 0.0) / days)
-            charged.append(sum(d for d in steps if d > 0.0) / days)
+            usage.append(sum(-x for x in steps if x < 0.0) / days)
+            charged.append(sum(x for x in steps if x > 0.0) / days)
             plugged.append(sum(e - a for a, e in merged) / days)
         self.time_s = np.array(times, dtype=np.float64)
         self.battery_pct = np.array(battery, dtype=np.float32)

@@ -66,7 +66,9 @@ class Checkpoint:
         if not self.path.exists():
             return None
         data = self.path.read_bytes()
-        records, self._end = self._records(data)
+        records, end = self._records(data, 1 if header_only else None)
+        if not header_only:
+            self._end = end
         if not records:
             raise InputError(str(self.path), "checkpoint", "no header (not a checkpoint log); delete it to start "
                                                            "this policy afresh")
@@ -90,11 +92,12 @@ class Checkpoint:
         self._seen = _copy(state)
         return state
 
-    def _records(self, data: bytes) -> tuple[list[bytes], int]:
-        """The bodies of the whole records in ``data`` and where they end; a record whose digest
-        does not match is damage (an InputError), one cut short at the end is an unfinished append."""
+    def _records(self, data: bytes, limit: int | None = None) -> tuple[list[bytes], int]:
+        """The bodies of the whole records in ``data`` (the first ``limit`` of them) and where
+        they end; a record whose digest does not match is damage (an InputError), one cut short
+        at the end is an unfinished append."""
         out, at = [], 0
-        while at + _FRAME.size <= len(data):
+        while at + _FRAME.size <= len(data) and (limit is None or len(out) < limit):
             n, digest = _FRAME.unpack_from(data, at)
             start = at + _FRAME.size
             if start + n > len(data):
