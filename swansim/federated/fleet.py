@@ -49,7 +49,7 @@ from swansim.errors import InputError
 from swansim.federated import fedavg
 from swansim.federated.checkpoint import Checkpoint
 from swansim.federated.energy import CHARGER_BUDGET, CHARGER_BUDGETS, CRITICAL_PCT
-from swansim.federated.network import model_bytes
+from swansim.federated.network import BANDWIDTH_SIGMA, model_bytes
 from swansim.federated.population import SHIFTS, Population, base_trace, base_users_needed
 from swansim.federated.rounds import (ROUND_COLUMNS, CostFactory, FleetState, PolicyRun, RoundSettings,
                                   SerialExecutor, WorkContext, summarize)
@@ -84,6 +84,10 @@ class FleetConfig:
                                                                     "as FedScale: a round closes at the K-th completion)")
     transfers: bool = option(True, flag="--no-transfers", help="model download and upload times at the client's "
                                                                "network rate (swansim.federated.network; --no-transfers: none)")
+    bandwidth_sigma: float = option(BANDWIDTH_SIGMA, help="spread of the clients' network rates: log-sd of each "
+                                                          "client's lognormal factor (mean 1) on its network's "
+                                                          "average (swansim.federated.network; 0: every client at "
+                                                          "the average)")
     target_accuracy: float = option(0.35, help="time-to-accuracy target (Synthetic(1, 1) with 2,400 clients tops "
                                                "out near 0.44)")
     seed: int = option(0, help="seed of the population, the traces and the selection")
@@ -184,6 +188,7 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: 
     _int(c.clients, "clients", 1, 100_000)
     _int(c.per_round, "per_round", 1, c.clients)
     _float(c.overcommit, "overcommit", 1.0)
+    _float(c.bandwidth_sigma, "bandwidth_sigma", 0.0, 3.0)
     _int(c.rounds, "rounds", 1, 10_000)
     if c.local_steps is None and c.model not in SWAN_TASKS:
         raise InputError(WHERE, "local_steps", f"needed: {c.model!r} is not a Swan task with FedScale's figure "
@@ -427,7 +432,8 @@ def checkpoint_state(out: str | Path, policy: str) -> FleetState | None:
 def build_population(config: FleetConfig) -> Population:
     users = base_users_needed(config.clients, config.shifts)
     trace = base_trace(config.trace, users, config.trace_days, config.seed)
-    return Population.build(config.clients, config.seed, trace, config.devices or None, config.shifts)
+    return Population.build(config.clients, config.seed, trace, config.devices or None, config.shifts,
+                            bandwidth_sigma=config.bandwidth_sigma)
 
 
 def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs: int = 1,

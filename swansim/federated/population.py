@@ -4,13 +4,13 @@ The paper's recipe (Swan, after FedScale): B base users, each copied ``shifts`` 
 one hour. Client ``i`` is base user ``i // shifts`` shifted by ``i % shifts`` hours, so ``N``
 clients need ``B = ceil(N / shifts)`` base users (24 x 100 = 2,400 in the paper).
 
-Each client's own randomness (its phone, its data size) comes from its own
+Each client's own randomness (its phone, its data size, its network rate factor) comes from its own
 ``SeedSequence(seed, spawn_key=(STREAM_CLIENT, i))``: client ``i`` is the same whether the
 fleet has 10 or 10,000 clients and whichever process draws it. The other streams of a run
 (task data, selection, cost) use the same scheme with their own first key.
 
 Memory: base-user traces are stored once (:class:`~swansim.federated.availability.UserTraces`);
-a client is a row of four small arrays (phone, base user, shift, data size) and
+a client is a row of five small arrays (phone, base user, shift, data size, network rate factor) and
 :meth:`Population.client` builds its record on demand. :attr:`Population.nbytes` reports both
 parts.
 """
@@ -28,6 +28,7 @@ from swansim.apps.synth import synthesize
 from swansim.apps.traces import Trace, load_trace
 from swansim.errors import InputError
 from swansim.federated.availability import Snapshot, Timeline, UserTraces, snapshot
+from swansim.federated.network import BANDWIDTH_SIGMA, rate_factor
 from swansim.hw.profile import SWAN_PHONES, Catalogue
 
 STREAM_CLIENT, STREAM_TASK, STREAM_SELECT, STREAM_COST = 0, 1, 2, 3
@@ -86,20 +87,24 @@ class Population:
 
     def __init__(self, traces: UserTraces, devices: Sequence[str], capacity_j: Sequence[float],
                  device_idx: np.ndarray, user_idx: np.ndarray, shift_s: np.ndarray, n_samples: np.ndarray,
-                 seed: int):
+                 seed: int, rate_factors: np.ndarray | None = None):
         self.traces = traces
         self.devices = tuple(devices)
         self.device_capacity_j = np.asarray(capacity_j, dtype=np.float64)
         self.device_idx, self.user_idx = device_idx, user_idx
         self.shift_s, self.n_samples = shift_s, n_samples
         self.seed = int(seed)
+        # each client's network rates over the traced network's average (swansim.federated.network)
+        self.rate_factor = np.ones(len(user_idx), dtype=np.float32) if rate_factors is None else rate_factors
 
     @classmethod
     def build(cls, clients: int, seed: int, trace: Trace, devices: Sequence[tuple[str, float]] | None = None,
-              shifts: int = SHIFTS, catalogue: Catalogue | None = None) -> Population:
+              shifts: int = SHIFTS, catalogue: Catalogue | None = None,
+              bandwidth_sigma: float = BANDWIDTH_SIGMA) -> Population:
         """``clients`` clients from the first ``ceil(clients / shifts)`` users of ``trace`` (sorted ids).
 
         ``devices`` is a mix ``((profile, weight), ...)``; default :func:`default_devices`.
+        ``bandwidth_sigma``: the spread of the clients' network rates (`network.rate_factor`).
         """
         catalogue = catalogue or Catalogue.load()
         mix = tuple(devices) if devices else default_devices()
@@ -119,14 +124,16 @@ class Population:
         index = np.arange(clients)
         device_idx = np.empty(clients, dtype=np.int16)
         n_samples = np.empty(clients, dtype=np.int32)
+        rates = np.empty(clients, dtype=np.float32)
         p = weights / weights.sum()
         for i in range(clients):
             rng = stream(seed, STREAM_CLIENT, i)
             device_idx[i] = rng.choice(len(names), p=p)
             n_samples[i] = int(rng.lognormal(SIZE_LOG_MEAN, SIZE_LOG_SD)) + SIZE_MIN
+            rates[i] = rate_factor(rng, bandwidth_sigma)   # drawn last: the draws above are as before
         return cls(UserTraces(trace, users[:b]), names, capacity, device_idx,
                    (index // shifts).astype(np.int32), ((index % shifts) * HOUR_S).astype(np.float32),
-                   n_samples, seed)
+                   n_samples, seed, rates)
 
     def __len__(self) -> int:
         return int(self.user_idx.size)
@@ -144,7 +151,8 @@ class Population:
     @property
     def nbytes(self) -> dict[str, int]:
         """Bytes held per client (arrays) and shared (base-user traces, device table)."""
-        per_client = sum(a.nbytes for a in (self.device_idx, self.user_idx, self.shift_s, self.n_samples))
+        per_client = sum(a.nbytes for a in (self.device_idx, self.user_idx, self.shift_s, self.n_samples,
+                                            self.rate_factor))
         return {"per_client": per_client, "shared": self.traces.nbytes + self.device_capacity_j.nbytes}
 
     @property

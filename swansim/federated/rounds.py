@@ -329,7 +329,8 @@ class PolicyRun:
         chosen = np.sort(eligible[np.argsort(priority[eligible], kind="stable")[:s.selected]])
 
         device = {int(i): pop.devices[pop.device_idx[i]] for i in chosen}
-        start = {int(i): t0 + (download_s(s.model_bytes, states[int(i)].network) if s.model_bytes else 0.0)
+        start = {int(i): t0 + (download_s(s.model_bytes, states[int(i)].network, float(pop.rate_factor[i]))
+                                if s.model_bytes else 0.0)
                  for i in chosen}
         jobs = [TrainJob(int(i), r, start[int(i)], s.local_steps, s.batch_size, t0 + s.deadline_s,
                          float(loan.loan_j[i]), st.carry.get(int(i)),
@@ -364,7 +365,8 @@ class PolicyRun:
             trained = stop >= end and o.batches_done == s.local_steps
             up = 0.0
             if trained and s.model_bytes:
-                up = upload_s(s.model_bytes, pop.timeline(job.client, job.loan_j).state_at(end).network)
+                up = upload_s(s.model_bytes, pop.timeline(job.client, job.loan_j).state_at(end).network,
+                              float(pop.rate_factor[job.client]))
             finished = trained and math.isfinite(up)
             works.append(_Work(job.client, end + up if finished else min(stop, end), finished, stop < end, power,
                                (job.start_s, end)))
