@@ -2,14 +2,15 @@
 
 2,400 clients (100 synthetic base users x 24 hourly shifts), 100 per round (1.3x over-commit),
 a FedAvg of a multinomial logistic regression on FedProx's Synthetic(1, 1), each client's
-local training under its policy on its own phone (swansim.federated.local), in rounds as the paper's
-FedScale ran them (the task's local steps, the model's download and upload, no deadline;
-swansim.federated.rounds). Writes per task its
-rounds and summary, then ``fleet_tta.png`` (accuracy and clients online over time) and
-``summary.csv`` (time and energy to the target accuracy, their ratios) under ``--out``.
+local training under its policy on its own phone (swansim.federated.local), in rounds as the
+paper's FedScale ran them (the task's local steps, the model's download and upload at the
+client's own rate, no deadline; swansim.federated.rounds). Writes per task its rounds and
+summary, then ``fleet_tta.png`` (accuracy and clients online over time) and ``summary.csv``
+(time and energy to the target accuracy, their ratios) under ``--out``.
 
     python experiments/fleet_tta.py [--rounds 200] [--clients 2400] [--policies swan,pytorch-default]
-        [--target-accuracy 0.35] [--charger-budget traced] [--jobs 2] [--out results/fleet_tta]
+        [--target-accuracy 0.35] [--charger-budget traced] [--bandwidth-sigma 1.2] [--jobs 2]
+        [--out results/fleet_tta]
 
 The paper's span (its Fig. 5-6: about 2,000 rounds, hundreds of hours) at a tenth of the fleet,
 where the energy loan decides who stays online: ``--tasks shufflenet_v2_x2_0 --clients 240
@@ -47,6 +48,9 @@ def main(argv=None) -> None:
                     help="time-to-accuracy target (default: %(default)s; 200 rounds reach 0.35-0.37)")
     ap.add_argument("--charger-budget", choices=CHARGER_BUDGETS, default=CHARGER_BUDGET,
                     help="the energy loan's daily charger energy (swansim.federated.energy; default: %(default)s)")
+    ap.add_argument("--bandwidth-sigma", type=float, default=FleetConfig.bandwidth_sigma,
+                    help="log-sd of the clients' network rate factors (swansim.federated.network; 0: every "
+                         "client at its network's average; default: %(default)s)")
     ap.add_argument("--out", default="results/fleet_tta")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -55,7 +59,7 @@ def main(argv=None) -> None:
     for task in checks.names(checks.listed(args.tasks), "--tasks", SWAN_TASKS, "task"):
         cfg = FleetConfig(model=task, policies=tuple(args.policies.split(",")), clients=args.clients,
                           per_round=args.per_round, rounds=args.rounds, target_accuracy=args.target_accuracy,
-                          charger_budget=args.charger_budget)
+                          charger_budget=args.charger_budget, bandwidth_sigma=args.bandwidth_sigma)
         result, bm = run_policy_fleet(cfg, out / task, args.jobs)
         rounds[task] = result.rounds
         summaries.append(result.summary.assign(task=task))
