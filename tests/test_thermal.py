@@ -389,6 +389,34 @@ class TestBattery:
         assert plugged.battery_temp_c > unplugged.battery_temp_c + 1.0
         assert plugged.soc_pct > 20.0 > unplugged.soc_pct
 
+    def test_the_charge_tapers_in_its_constant_voltage_phase(self):
+        """Constant current to CV_START_PCT: the charger's whole power, a tenth of it lost.
+        Above, the cell takes efficiency x power x taper and the charger its load besides, with
+        a tenth of that input lost; the account stays exact."""
+        from swansim.hw.battery import CHARGING_EFFICIENCY as eta, CV_END_FRACTION, CV_START_PCT, CV_STEPS, cv_taper
+
+        assert cv_taper(0.0) == cv_taper(CV_START_PCT) == 1.0 and cv_taper(100.0) == pytest.approx(CV_END_FRACTION)
+        steps = [cv_taper(CV_START_PCT + 30.0 * i / 300) for i in range(301)]
+        assert all(a >= b for a, b in zip(steps, steps[1:])) and len(set(steps)) == CV_STEPS + 1
+        for soc in (50.0, 85.0, 96.0):
+            dev = device(initial_soc_pct=soc, charging=True, charger_power_w=10.0)
+            self.churn(dev)
+            dev.run(20.0)
+            self.check(dev)
+            b = dev.battery
+            power = dev.platform.power_w
+            loss_w = dict(zip(dev.platform.component_names, power))["charging_loss"]
+            load_w = float(power.sum()) - loss_w
+            taper = cv_taper(b.soc_pct)
+            want = min(1.0, (1.0 - eta) * (load_w / eta + 10.0 * taper))
+            assert loss_w == pytest.approx(want, rel=1e-9)
+            assert (loss_w == pytest.approx(1.0, rel=1e-12)) == (soc < CV_START_PCT)
+        slow, flat = device(initial_soc_pct=90.0, charging=True), device(initial_soc_pct=60.0, charging=True)
+        for d in (slow, flat):
+            d.run(120.0)
+        # above 70% the cell takes a tapered share; below it what the whole charger leaves
+        assert slow.soc_pct - 90.0 < 0.5 * (flat.soc_pct - 60.0)
+
     def test_boards_have_no_battery(self):
         board = next((n for n, d in CAT.devices.items() if d.kind == "board"), None)
         if board is None:

@@ -5,12 +5,20 @@ energy over that interval (every component, the charger's loss included) and boo
 
     platform energy = drawn from the battery + supplied by the charger     (exactly, per interval)
 
-Discharging, the battery supplies everything. Charging, the charger draws a constant
-``charger_power_w`` from the wall (constant power, no CC-CV taper: an assumption); a fraction
-``1 - efficiency`` of it is lost as heat in the charger IC next to the cell (the platform's
-"charging_loss" component, on the RC node "battery"), the rest feeds the phone and the
-surplus charges the cell. Once the cell is full the charger carries the phone's load alone
-(up to its power), losing ``1/efficiency - 1`` of that load in the same interval.
+Discharging, the battery supplies everything. Charging, a lithium-ion cell takes a constant
+current to about 70% and then a constant voltage, its current falling until it is full at
+about 3% of the rated current (Battery University BU-409, "Charging Lithium-ion"). Here the
+charger carries the phone's load and gives the cell up to ``efficiency x charger_power_w x
+taper``, where `cv_taper` is 1 up to `CV_START_PCT` and falls linearly with the state of
+charge (an assumed shape, in `CV_STEPS` steps) to `CV_END_FRACTION` at 100% and 0 once full;
+the charger's input is at most ``charger_power_w``:
+
+    input = min(charger_power_w, load / efficiency + charger_power_w x taper)
+
+a fraction ``1 - efficiency`` of it lost as heat in the charger IC next to the cell (the
+platform's "charging_loss" component, on the RC node "battery"). At taper 1 the input is the
+whole ``charger_power_w`` (the cell gets what the load leaves); full, the charger carries the
+load alone.
 
 Assumptions, stated: capacity = mAh x 3.6 x nominal voltage (energy, not charge: the voltage
 curve over the state of charge is not modelled); charging efficiency 0.9 (typical switching
@@ -19,12 +27,26 @@ stop the simulation: `depleted_s` records when it happened and the energy accoun
 """
 from __future__ import annotations
 
+import math
+
 from swansim.hw.platform import Platform
 
 # Assumption: switch-mode charger ICs (e.g. TI bq2589x datasheets) are ~90% efficient at 1-3 A.
 CHARGING_EFFICIENCY = 0.9
 # Assumption: a 5 V / 2 A USB charger, a middle ground between 7.5 W USB-C and 18 W USB-PD.
 CHARGER_POWER_W = 10.0
+# Battery University BU-409: constant current to ~70% state of charge, then constant voltage
+# until the current has fallen to ~3% of the rated current; stepped so that the charger's
+# power changes CV_STEPS times over the phase, not at every event.
+CV_START_PCT, CV_END_FRACTION, CV_STEPS = 70.0, 0.03, 20
+
+
+def cv_taper(soc_pct: float) -> float:
+    """The cell's charge power at ``soc_pct``, as a share of the constant-current phase's."""
+    if soc_pct <= CV_START_PCT:
+        return 1.0
+    k = min(CV_STEPS, math.floor((soc_pct - CV_START_PCT) / (100.0 - CV_START_PCT) * CV_STEPS))
+    return 1.0 - (1.0 - CV_END_FRACTION) * k / CV_STEPS
 
 
 class Battery:
@@ -77,15 +99,17 @@ class Battery:
         self._set_loss()
 
     def _set_loss(self) -> None:
-        """The charger's loss: a share of its input while it charges the cell; a share of the
-        phone's load once the cell is full (it carries the load alone); none unplugged."""
+        """The charger's loss, ``1 - efficiency`` of its input (the module doc): all of
+        ``charger_power_w``'s at constant current; the cell's share plus the load's beyond it,
+        capped there; none unplugged."""
+        self._taper = 0.0 if self.full else cv_taper(self.soc_pct)
         max_w = (1.0 - self.efficiency) * self.charger_power_w
         if not self.charging:
             self.platform.set_charging_loss(0.0)
-        elif self.full:
-            self.platform.set_charging_loss(0.0, 1.0 / self.efficiency - 1.0, max_w)
-        else:
+        elif self._taper == 1.0:
             self.platform.set_charging_loss(max_w)
+        else:
+            self.platform.set_charging_loss(max_w * self._taper, 1.0 / self.efficiency - 1.0, max_w)
 
     # -- the account --------------------------------------------------------------------------
 
@@ -97,14 +121,13 @@ class Battery:
         dt = t1_s - t0_s
         if not self.charging:
             supplied = 0.0
-        elif not self.full:
-            supplied = self.charger_power_w * dt
-            if self.energy_j + supplied - used_j >= self.capacity_j:
+        else:
+            supplied = min(self.charger_power_w * dt,
+                           used_j + self.efficiency * self.charger_power_w * self._taper * dt)
+            if not self.full and self.energy_j + supplied - used_j >= self.capacity_j:
                 supplied = used_j + self.capacity_j - self.energy_j   # tops up, then carries the load
                 self.full, self.full_s = True, t1_s
-        else:
-            supplied = min(used_j, self.charger_power_w * dt)
-            if supplied < used_j:
+            elif self.full and supplied < used_j:
                 self.full = False   # the load outgrew the charger: the cell helps
         delta = supplied - used_j
         self.energy_j += delta
@@ -112,5 +135,5 @@ class Battery:
         self.charger_j += supplied
         if self.energy_j <= 0.0 and self.depleted_s is None:
             self.depleted_s = t1_s
-        if self.charging and self.full != was_full:
-            self._set_loss()
+        if self.charging and (self.full != was_full or (not self.full and cv_taper(self.soc_pct) != self._taper)):
+            self._set_loss()   # full, empty again, or the constant-voltage phase's next step
