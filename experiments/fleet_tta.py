@@ -14,7 +14,7 @@ summary, then ``fleet_tta.png`` (accuracy and clients online over time) and ``su
 
 The paper's span (its Fig. 5-6: about 2,000 rounds, hundreds of hours) at a tenth of the fleet,
 where the energy loan decides who stays online: ``--tasks shufflenet_v2_x2_0 --clients 240
---per-round 10 --rounds 2000`` (14 min on one core; ``--charger-budget plugged`` for the
+--per-round 10 --rounds 2000`` (15 min on one core; ``--charger-budget plugged`` for the
 reading under which every loan is repaid overnight).
 
 Resumable: run it again with the same arguments and finished rounds are kept.

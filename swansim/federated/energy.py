@@ -19,7 +19,8 @@ both from its phone and its base user's trace:
   - ``"plugged"``: ``G = P_in x plugged_s_per_day``, what the charger *can* put in per day,
     with ``P_in`` the charger's power into the phone (``CHARGER_POWER_W x CHARGING_EFFICIENCY``
     of :mod:`swansim.hw.battery`, the one place for charger figures) and the base user's mean
-    plugged-in time per day, a full battery's hours on the charger included;
+    plugged-in time per day, a full battery's hours on the charger included (an upper bound:
+    the cell's constant-voltage phase takes less);
   - ``"traced"``: ``G = capacity_j x charged_pct_per_day / 100``, what the trace's charger
     *did* put in: the level's mean daily rise. The paper's traces know charging only as a
     rising level (its appendix A sets battery_state from the sign of the level's change), so a
