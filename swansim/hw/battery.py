@@ -9,9 +9,9 @@ Discharging, the battery supplies everything. Charging, a lithium-ion cell takes
 current to about 70% and then a constant voltage, its current falling until it is full at
 about 3% of the rated current (Battery University BU-409, "Charging Lithium-ion"). Here the
 charger carries the phone's load and gives the cell up to ``efficiency x charger_power_w x
-taper``, where `cv_taper` is 1 up to `CV_START_PCT` and falls linearly with the state of
-charge (an assumed shape, in `CV_STEPS` steps) to `CV_END_FRACTION` at 100% and 0 once full;
-the charger's input is at most ``charger_power_w``:
+taper``: the taper is `cv_taper` of the state of charge (1 up to `CV_START_PCT`, then falling
+linearly, an assumed shape, in `CV_STEPS` steps to `CV_END_FRACTION` at 100%) and 0 once the
+cell is full; the charger's input is at most ``charger_power_w``:
 
     input = min(charger_power_w, load / efficiency + charger_power_w x taper)
 
