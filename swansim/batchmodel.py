@@ -333,16 +333,41 @@ class FastForward:
     def caps(self) -> tuple[float, ...]:
         return tuple(p.cap_mhz for p in self.dev.cpufreq)
 
-    def run_batches(self, n: int, key: BatchKey | None = None) -> list[BatchRecord]:
-        """``n`` batches from now (of ``key``, default the one given at construction)."""
-        return [self.run_batch(key, ahead=n - 1 - i) for i in range(n)]
+    def run_batches(self, n: int, key: BatchKey | None = None, stretch: bool = False) -> list[BatchRecord]:
+        """``n`` batches from now (of ``key``, default the one given at construction); with
+        ``stretch``, as many of them as the phone allows as one stretch at a time
+        (`run_stretch`, `Device.quiet_stretch`), as a fleet's steady policy runs them."""
+        key = key or self.key
+        out: list[BatchRecord] = []
+        while len(out) < n:
+            left = n - len(out)
+            if stretch and left > 1 and self.dev.quiet_stretch(
+                    self.dev.env.now + left * self.held_cost(key).latency_s, lambda _bounds: True):
+                out += self.run_stretch(key, left)
+            else:
+                out.append(self.run_batch(key, ahead=left - 1))
+        return out
+
+    def held_cost(self, key: BatchKey) -> BatchCost:
+        """``key``'s cost at the clocks' present caps, its power and busy shares held on the
+        phone from now on (they stay held after a batch: the next usually holds the same)."""
+        self.dev.sched.sync()
+        caps = self.caps()
+        capped = self._keys.get((key, caps))
+        if capped is None:
+            capped = self._keys[(key, caps)] = key.with_caps(None if caps == self._uncapped else caps)
+        cost = self.model.cost(capped)
+        if cost is not self._held:
+            self.dev.platform.hold(cost.power_w, cost.at_temp_c)
+            self.dev.sched.hold_busy(cost.busy)
+            self._held = cost
+        return cost
 
     def run_batch(self, key: BatchKey | None = None, ahead: int = 0) -> BatchRecord:
-        """One batch from now. Its power and busy shares stay held when it ends (the next batch
-        usually holds the same: no replan between them); `release` hands the phone back.
-        ``ahead``: how many more batches of the same key the caller expects next; quiet thermal
-        polls are skipped over them too (`Device.skip_quiet`: if they do not come, the polls
-        run again on their own schedule, so the bet decides only how much is skipped)."""
+        """One batch from now; `release` hands the phone back. ``ahead``: how many more batches
+        of the same key the caller expects next; quiet thermal polls are skipped over them too
+        (`Device.skip_quiet`: if they do not come, the polls run again on their own schedule,
+        so the bet decides only how much is skipped)."""
         dev, env = self.dev, self.dev.env
         key = key or self.key
         dev.sched.sync()
@@ -350,31 +375,53 @@ class FastForward:
         caps0 = self.caps()
         left = 1.0                      # share of the batch still to run
         while left > 1e-12:
-            caps = self.caps()
-            capped = self._keys.get((key, caps))
-            if capped is None:
-                capped = self._keys[(key, caps)] = key.with_caps(None if caps == self._uncapped else caps)
-            cost = self.model.cost(capped)
-            if cost is not self._held:
-                dev.platform.hold(cost.power_w, cost.at_temp_c)
-                dev.sched.hold_busy(cost.busy)
-                self._held = cost
+            cost = self.held_cost(key)
             t0, end = env.now, env.now + left * cost.latency_s
             self._caps_changed = False
-            while not self._caps_changed and env.peek() <= end:
-                if not (self.skip_quiet and dev.skip_quiet(end, end + ahead * cost.latency_s)):
-                    env.step()
+            self._run_to(end, ahead * cost.latency_s)
             if self._caps_changed and env.now < end:
                 left -= (env.now - t0) / cost.latency_s
             else:
-                if self.skip_quiet:   # no poll left before the end (skipped): leakage follows the heat
-                    dev.integrate_held(end)
-                env.advance_to(end)
                 left = 0.0
         dev.sched.sync()
         rec = BatchRecord(len(self.records), start, env.now - start, dev.platform.total_energy_j - e0, caps0)
         self.records.append(rec)
         return rec
+
+    def run_stretch(self, key: BatchKey, n: int, ahead: int = 0) -> list[BatchRecord]:
+        """``n`` batches of ``key`` from now as one stretch, which the caller has found quiet
+        (`Device.quiet_stretch`: no poll in it can change a cap, so every batch runs at the
+        clocks' present caps): the phone is integrated over the whole stretch in the steps its
+        leakage needs (`Device.integrate_held`), not to every batch's end. The stretch's energy
+        is exact; each batch is given an equal share of it (their leakage differs by less than
+        the step's `HELD_LEAK_STEP_C`)."""
+        dev, env = self.dev, self.dev.env
+        cost = self.held_cost(key)
+        start, e0, caps = env.now, dev.platform.total_energy_j, self.caps()
+        self._caps_changed = False
+        self._run_to(start + n * cost.latency_s, ahead * cost.latency_s)
+        if self._caps_changed:
+            raise RuntimeError("a clock's cap changed within a stretch of batches found quiet")
+        dev.sched.sync()
+        energy_j = (dev.platform.total_energy_j - e0) / n
+        recs = [BatchRecord(len(self.records) + i, start + i * cost.latency_s, cost.latency_s, energy_j, caps)
+                for i in range(n)]
+        self.records += recs
+        return recs
+
+    def _run_to(self, end: float, ahead_s: float) -> None:
+        """Run the phone to ``end`` with the held power, or until a clock's cap changes; quiet
+        thermal polls are skipped up to ``ahead_s`` past ``end`` (`run_batch`)."""
+        dev, env = self.dev, self.dev.env
+        while not self._caps_changed and env.peek() <= end:
+            if not (self.skip_quiet and dev.skip_quiet(end, end + ahead_s)):
+                if self.skip_quiet:   # leakage follows the heat up to the event, as below
+                    dev.integrate_held(env.peek())
+                env.step()
+        if not (self._caps_changed and env.now < end):
+            if self.skip_quiet:   # no poll left before the end (skipped): leakage follows the heat
+                dev.integrate_held(end)
+            env.advance_to(end)
 
     def release(self) -> None:
         """The phone's own power model and activity again, from now on."""
@@ -401,7 +448,7 @@ class FastForwardCheck:
 
 
 def check_fast_forward(make_device: Callable[[], Device], jobs: Sequence[tuple[str, Choice, int]],
-                       skip_quiet: bool = True) -> FastForwardCheck:
+                       skip_quiet: bool = True, stretch: bool = False) -> FastForwardCheck:
     """The (model, choice, batches) of ``jobs`` in turn, on a phone from ``make_device`` fully
     simulated and on another fast-forwarded (tests/test_batchmodel, experiments/batchmodel_check
     and benchmarks/bench_fastforward compare the two). Making the phones is not timed."""
@@ -422,7 +469,7 @@ def check_fast_forward(make_device: Callable[[], Device], jobs: Sequence[tuple[s
     cpu0 = time.process_time()
     for model, choice, n in jobs:
         run = FastForward(ff, memo, BatchKey(ff.spec.name, model, choice), skip_quiet)
-        run.run_batches(n)
+        run.run_batches(n, stretch=stretch)
         run.release()
     ff.sched.sync()
     return FastForwardCheck(full, ff, full_start, ff_start, full_cpu, time.process_time() - cpu0, memo)

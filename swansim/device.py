@@ -211,14 +211,7 @@ class Device:
             horizon = min(end, other)
             if (horizon - now) * self._polls_per_s < QUIET_MIN_SKIPS:
                 continue   # too short to be worth it
-            moves = []
-            for eid, t, ev, p in due:
-                last, n = t, 0
-                while last + p.period_s < horizon:   # the same sums as the process's own sleeps
-                    last += p.period_s
-                    n += 1
-                if t < horizon and n:
-                    moves.append((ev, t, last, n, p))
+            moves = self._moves(due, horizon)
             if sum(move[3] for move in moves) < QUIET_MIN_SKIPS:
                 continue
             tried = True
@@ -227,20 +220,75 @@ class Device:
                 break
         else:
             if tried:   # found not quiet
-                self._quiet_retry_s = now + self._quiet_backoff_s
-                self._quiet_backoff_s = min(2.0 * self._quiet_backoff_s, QUIET_RETRY_MAX_S)
+                self._back_off(True)
             return False
-        self._quiet_backoff_s = QUIET_RETRY_S
+        self._back_off(False)
+        self._skip(moves)
+        self.integrate_held(min(env.peek(), until_s))
+        return True
+
+    @staticmethod
+    def _moves(due, horizon: float) -> list:
+        """Each poller's sleep moved to its last poll before ``horizon``: (event, due time, last
+        poll, polls skipped, poller) for those that skip any (``due``: (id, time, event, poller))."""
+        moves = []
+        for _eid, t, ev, p in due:
+            last, n = t, 0
+            while last + p.period_s < horizon:   # the same sums as the process's own sleeps
+                last += p.period_s
+                n += 1
+            if t < horizon and n:
+                moves.append((ev, t, last, n, p))
+        return moves
+
+    def _skip(self, moves) -> None:
         skips = {k: v for k, v in self._skips.items() if not v[0].processed}
         for ev, t, last, n, p in moves:
-            env.reschedule(ev, last)
+            self.env.reschedule(ev, last)
             p.skipped(n)
             self.n_skipped_polls += n
             _, t0, n0, _ = skips.get(id(ev), (ev, t, 0, p))   # skipped ahead before: from where it began
             skips[id(ev)] = (ev, t0, n0 + n, p)
         self._skips = skips
-        self.integrate_held(min(env.peek(), until_s))
+
+    def quiet_stretch(self, end_s: float, admit: Callable[[TempBounds], bool]) -> bool:
+        """With the power held, may the phone run to ``end_s`` as one stretch? Yes if nothing but
+        thermal polls is queued before ``end_s``, none of them could change a cap, level or
+        status at any temperature the stretch can reach (the bounds `skip_quiet` tests), and
+        ``admit`` takes those bounds; then every poll but each poller's last in the stretch is
+        skipped, so the stretch runs at the clocks it starts with. A phone found not quiet is
+        asked again only after `skip_quiet`'s back-off."""
+        env, platform = self.env, self.platform
+        now = env.now
+        if now < self._quiet_retry_s or not platform.held:
+            return False
+        env.end_instant()
+        if env.instant_busy:
+            return False
+        sleeping = {id(p.process.target): p for p in self._pollers
+                    if isinstance(p.process.target, simpy.events.Timeout)}
+        due = []
+        for t, eid, ev in env.queued():
+            if t <= end_s:
+                p = sleeping.get(id(ev))
+                if p is None:
+                    return False
+                due.append((eid, t, ev, p))
+        bounds = platform.held_temp_bounds(end_s - now, QUIET_MARGIN_C, lambda b: all(d[3].quiet(b) for d in due))
+        self._back_off(bounds is None)
+        if bounds is None or not admit(bounds):
+            return False
+        due.sort()
+        self._skip(self._moves(due, end_s))
         return True
+
+    def _back_off(self, not_quiet: bool) -> None:
+        """A phone found not quiet is tried again after the back-off, which doubles each time."""
+        if not_quiet:
+            self._quiet_retry_s = self.env.now + self._quiet_backoff_s
+            self._quiet_backoff_s = min(2.0 * self._quiet_backoff_s, QUIET_RETRY_MAX_S)
+        else:
+            self._quiet_backoff_s = QUIET_RETRY_S
 
     def _unskip(self) -> None:
         """The power changed: every poll skipped ahead of now is due again on its own schedule

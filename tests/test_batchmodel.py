@@ -326,3 +326,24 @@ def test_a_memo_with_any_byte_changed_is_refused_ignored_or_intact(tmp_path, at,
     assert n in (0, len(keys))
     if n:
         assert [loaded.cost(k) for k in keys] == [bm.cost(k) for k in keys]
+
+
+def test_a_stretch_of_batches_ends_where_the_batches_one_by_one_do(monkeypatch):
+    """A Pixel 3 that does not throttle (ShuffleNetV2 on one big core, 25 C): the batches run as
+    stretches (`FastForward.run_stretch`, the phone integrated over each in the steps its
+    leakage needs) end where the same batches run one by one do, and near full simulation."""
+    runs = []
+    stretch = FastForward.run_stretch
+    monkeypatch.setattr(FastForward, "run_stretch", lambda self, key, n, ahead=0: runs.append(n) or
+                        stretch(self, key, n, ahead))
+    jobs = [("shufflenet_v2_x2_0", parse_choice("4", PIXEL3.soc), 30)]
+    c = check_fast_forward(lambda: Device(PIXEL3), jobs, stretch=True)
+    assert runs and sum(runs) >= 20 and not c.full.thermal.cap_log
+    one = Device(PIXEL3)
+    FastForward(one, c.memo, BatchKey("pixel3", *jobs[0][:2])).run_batches(30)
+    one.sched.sync()
+    assert c.ff.env.now == pytest.approx(one.env.now, rel=1e-9)
+    assert c.ff.platform.total_energy_j == pytest.approx(one.platform.total_energy_j, rel=1e-3)
+    assert c.ff.platform.thermal.temp_c == pytest.approx(one.platform.thermal.temp_c, abs=0.05)
+    assert c.ff.platform.total_energy_j == pytest.approx(c.full.platform.total_energy_j, rel=0.02)
+    assert c.ff.platform.thermal.temp_c == pytest.approx(c.full.platform.thermal.temp_c, abs=0.5)

@@ -155,8 +155,38 @@ def test_step_down_above_1_1x_profile_and_not_below():
     assert kinds.count("step_down") == 1
 
 
+def test_a_requests_first_batch_is_not_held_against_the_profile():
+    """It runs on a new training process (its pools, clocks ramping from idle): no profile
+    contains that, so a slow first batch does not step Swan down; the second is checked."""
+    w = explored_swan()
+    assert w.in_request == 0
+    w.run(1, slowdown=1.5)
+    assert not any(d.kind == "step_down" for d in w.policy.decisions)
+    w.run(1, slowdown=1.5)
+    assert [d.plan for d in w.policy.decisions if d.kind == "step_down"] == ["45"]
+
+
+def test_swan_is_steady_on_its_top_rung_with_nothing_to_explore_and_nowhere_else():
+    """`Policy.steady`: what a fleet's fast-forward runs as one stretch of batches."""
+    fresh = World(make_policy("swan"), RESNET, RESNET_J)
+    plan = fresh.step()                        # explores (an idle phone, discharging)
+    assert not fresh.policy.steady(state(fresh.t), plan, RESNET[plan.label])
+    w = explored_swan()
+    plan = w.step()
+    assert plan.label == "4567" and w.policy.steady(state(w.t), plan, RESNET["4567"])
+    assert w.policy.steady(state(w.t), plan, 1.09 * RESNET["4567"])
+    assert not w.policy.steady(state(w.t), plan, 1.12 * RESNET["4567"])   # it would step down
+    w.run(2, slowdown=1.5)                     # down to 45
+    plan = w.step()
+    assert plan.label == "45" and not w.policy.steady(state(w.t), plan, RESNET["45"])   # it will step up
+    static = make_policy("pytorch-default")
+    view = PolicyView(CHOICES, pytorch_default(SOC), MODEL, state(), 0, 0, 0, History([]))
+    assert static.steady(state(), static.plan(view), 1.0)
+
+
 def test_grace_batch_after_a_change_is_not_held_against_the_profile():
     w = explored_swan()
+    w.step()                                   # a new request's first batch (not checked)
     w.run(1, slowdown=1.5)                     # step down to 45
     n = sum(d.kind == "step_down" for d in w.policy.decisions)
     w.run(1, slowdown=1.5)                     # first batch on 45: the migration's batch, not checked
@@ -170,6 +200,7 @@ def test_step_up_two_minutes_after_the_last_step_down_then_a_rung_a_batch():
     """Fig. 4b: grade_time is set where the choice is downgraded only; once two minutes have
     passed, every batch that is not slowed steps one rung up."""
     w = explored_swan()
+    w.step()                                   # a new request's first batch (not checked)
     w.run(1, slowdown=1.5)                     # 4567 -> 45
     w.run(2, slowdown=1.5)                     # the grace batch, then 45 -> 4
     assert w.policy.rung_plan(w.policy.rung).label == "4"

@@ -1,6 +1,8 @@
 """The per-batch step every driver takes (swansim.session.step), and the two drivers on it."""
 from __future__ import annotations
 
+import math
+
 from dataclasses import replace
 
 import pytest
@@ -145,6 +147,41 @@ def test_the_phone_follows_a_charger_plugged_in_during_a_request():
     assert dev.battery.charging and dev.battery.charger_j > 0
 
 
+def test_a_steady_policys_request_runs_as_one_stretch_and_ends_where_its_batches_one_by_one_do(monkeypatch):
+    """A static policy is steady (`Policy.steady`): after a request's first batch the rest run
+    as one stretch; the policy still plans and observes every batch, and the phone, the time
+    and the training's energy end where they do with every batch on its own."""
+    from swansim.batchmodel import BatchModel, FastForward
+    from swansim.device import Device
+    from swansim.dnn.choices import parse_choice
+    from swansim.policy.baselines import Static
+    from swansim.session.driver import FastForwardDriver
+
+    class Pinned(Static):
+        def choose(self, view):
+            return parse_choice("4", PIXEL3.soc)
+
+    runs, memo, out = [], BatchModel(), {}
+    stretch = FastForward.run_stretch
+    monkeypatch.setattr(FastForward, "run_stretch", lambda self, key, n, ahead=0: runs.append(n) or
+                        stretch(self, key, n, ahead))
+    for stretches in (True, False):
+        if not stretches:
+            monkeypatch.setattr(FastForwardDriver, "_stretch", lambda *a: 0)
+        dev, policy = Device(PIXEL3), Pinned()
+        seen = []
+        policy.observe = lambda s, seen=seen: seen.append((s.batch, s.batch_in_request, s.plan.label))
+        done, energy_j = FastForwardDriver(dev, policy, "shufflenet_v2_x2_0", memo).run(12, _Owner(), start_s=50.0)
+        dev.sched.sync()
+        out[stretches] = (done, energy_j, dev.env.now, dev.platform.thermal.temp_c, seen)
+    assert runs == [11]
+    (d1, e1, t1, c1, s1), (d0, e0, t0, c0, s0) = out[True], out[False]
+    assert d1 == d0 == 12 and s1 == s0 == [(i, i, "4") for i in range(12)]
+    assert t1 == pytest.approx(t0, rel=1e-9)
+    assert e1 == pytest.approx(e0, rel=1e-3)
+    assert c1 == pytest.approx(c0, abs=0.05)
+
+
 class _Owner:
     """Nobody: a phone idle and discharging at 80%."""
 
@@ -156,3 +193,6 @@ class _Owner:
 
     def changed(self, t0_s, t1_s):
         return False
+
+    def holds_until(self, t_s):
+        return math.inf

@@ -201,6 +201,9 @@ class _TimelineOwner:
     def state_at(self, t_s: float) -> ClientState:
         return self._at(t_s)[2]
 
+    def holds_until(self, t_s: float) -> float:
+        return self._at(t_s)[1]
+
     def changed(self, t0_s: float, t1_s: float) -> bool:
         _, end, state = self._at(t0_s)
         if state is not None and t1_s <= end:

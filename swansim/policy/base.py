@@ -57,6 +57,12 @@ class Policy:
         """Before each later batch of a request: may training go on now?"""
         return True
 
+    def admits(self, state: PhoneState) -> bool:
+        """Would `admit` let training go on in ``state``? Asked ahead of time (a stretch's later
+        batches, `steady`), so it must leave the policy as it is; default: what `admit` says,
+        for a policy whose `admit` keeps nothing."""
+        return self.admit(state)
+
     def why_declined(self, state: PhoneState) -> str:
         """Why ``accept`` or ``admit`` refused ``state``: one of `DECLINE_REASONS` (runs count declines by it)."""
         return "other"
@@ -66,6 +72,15 @@ class Policy:
 
     def observe(self, stats: BatchStats) -> None:
         """A batch finished; ``stats`` is what was measured."""
+
+    def steady(self, state: PhoneState, plan: Plan, latency_s: float) -> bool:
+        """Having planned ``plan`` for a batch of a request under way in ``state``: would this
+        policy plan it again for the request's later batches, and decide nothing new on
+        observing them, as long as each takes ``latency_s``, the owner leaves the phone as in
+        ``state`` and it stays admitted? Then a fast-forward may run
+        those batches as one stretch (`session.driver.FastForwardDriver`) and hand each to
+        `plan` and `observe` as usual. Default False: every batch on its own."""
+        return False
 
     def offer(self) -> dict:
         """What this policy reports to a coordinator of phones of its model ({}: nothing)."""

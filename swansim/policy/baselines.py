@@ -43,6 +43,9 @@ class Static(Policy):
             self.decide(view.state.time_s, view.batch, "select", self._plan.label)
         return self._plan
 
+    def steady(self, state: PhoneState, plan: Plan, latency_s: float) -> bool:
+        return plan == self._plan
+
 
 @register("pytorch-default")
 class PytorchDefault(Static):

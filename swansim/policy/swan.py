@@ -16,7 +16,9 @@
   cores: step one rung down the ladder (a cheaper choice) and note the time ("grade_time").
   Otherwise, once 2 minutes have passed since that last step down, step one rung up - at every
   such batch (a step up does not reset the time), so Swan climbs back one rung a batch until
-  a batch is slowed again or it is on the fastest choice.
+  a batch is slowed again or it is on the fastest choice. A request's first batch and the
+  first after a change of choice are not checked (`SwanParams.grace_batches`): they pay a new
+  process's or a migration's start-up, which no profile contains.
 
 Where the paper is silent the choice made is a named parameter marked ``assumption``.
 """
@@ -68,7 +70,8 @@ class SwanParams:
               "(idleness needed only to explore), requests taken whenever the battery allows")
     grace_batches: int = _param(
         1, "assumption: the first batch after a change of choice pays the migration and the new cores' clock "
-           "ramp, which the profile (a warm batch) does not contain; it is not held against the profile")
+           "ramp, and the first of a request the new training process's thread pools and the clocks' ramp from "
+           "idle; the profile (a warm batch) contains neither, so neither is held against it")
 
     def __post_init__(self):
         for f in fields(self):
@@ -202,6 +205,9 @@ class Swan(Policy):
             self.decide(state.time_s, -1, "admit" if ok else "decline", "-", reason or "")
         return ok
 
+    def admits(self, state: PhoneState) -> bool:
+        return decline_kind(state, self.params) is None
+
     def why_declined(self, state: PhoneState) -> str:
         return decline_kind(state, self.params, request=True) or "other"
 
@@ -240,8 +246,10 @@ class Swan(Policy):
         if self._shared:
             self._take_shared(t, b)
         if view.request != self._request:
-            # an exploration running over a request's end counts as the next request's
+            # an exploration running over a request's end counts as the next request's; the
+            # request's first batches are not held against a profile (`grace_batches`)
             self._request, self._explored_in_request = view.request, self._exploring is not None
+            self._since_change = 0
         quiet = self.can_explore(view.state)
         if self._exploring is not None and not quiet:
             self._abort(t, b, "the phone is in use or charging")
@@ -270,6 +278,17 @@ class Swan(Policy):
             p = self.profiles.get(next(iter(plan.choices)))
             return p.latency_s if p else None
         return None
+
+    def steady(self, state: PhoneState, plan: Plan, latency_s: float) -> bool:
+        """On the ladder's top rung, with nothing to explore now (all explored, one explored in
+        this request already, or a phone in use or charging), a batch within the slowdown factor
+        of its profile changes nothing (`adapt`): no step down, no step up."""
+        if (self._exploring is not None or self._shared or not self.ladder or self.rung != len(self.ladder) - 1
+                or plan != self.rung_plan(self.rung)
+                or (not self._explored_in_request and self.can_explore(state) and self.explore_order())):
+            return False
+        expected = self.expected_s(plan)
+        return expected is None or latency_s <= self.params.slowdown_factor * expected
 
     # -- measurements ---------------------------------------------------------------------
 

@@ -117,6 +117,9 @@ class SwanLayer(Swan):
     def on_ladder_changed(self) -> None:
         self._dp.clear()
 
+    def steady(self, state, plan: Plan, latency_s: float) -> bool:
+        return False   # every batch's layer times feed its plans (`observe`)
+
     def allowed(self, rung: int) -> list[Choice]:
         """Explored choices a rung may use: all on the top rung, else those no costlier than its choice."""
         rank = {c: i for i, c in enumerate(self._space)}

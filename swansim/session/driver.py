@@ -18,6 +18,7 @@ during batches. The owner is whatever the caller says it is at each instant (`Ow
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Callable, Protocol
 
 from swansim.batchmodel import BatchKey, BatchModel, BatchRecord, FastForward
@@ -140,6 +141,8 @@ class Owner(Protocol):
 
     def changed(self, t0_s: float, t1_s: float) -> bool: ...
 
+    def holds_until(self, t_s: float) -> float: ...
+
 
 class FastForwardDriver:
     """One training request of a policy on a phone, batch by batch on the batch model (module
@@ -151,8 +154,9 @@ class FastForwardDriver:
         self.batch_model = batch_model
         self.step = PolicyStep(policy, dev.spec.soc, model, request)
         base = BatchKey(dev.spec.name, model, self.step.default_choice, runtime=runtime, placement=placement)
+        self._phone: FastForward | None = None
         if fast_forward:   # its batches' layer times come from the memo, when a policy asks
-            phone = FastForward(dev, batch_model, base)
+            phone = self._phone = FastForward(dev, batch_model, base)
             self._run_batch = lambda key, ahead: (phone.run_batch(key, ahead), None)
         else:
             self._run_batch = SimulatedBatches(dev, model, runtime, seed).run_batch
@@ -164,22 +168,28 @@ class FastForwardDriver:
 
     def run(self, n_batches: int, owner: Owner, start_s: float = 0.0, until_s: float = math.inf) -> tuple[int, float]:
         """Up to ``n_batches`` batches, while the policy admits and before ``until_s``; the
-        caller's clock reads ``start_s`` when the phone's starts (the owner is asked on it).
+        caller's clock reads ``start_s`` when the phone's starts. The owner is asked, and the
+        policy told, times on the caller's clock: a policy carried from request to request (a
+        fleet client's, on a new phone each time) sees one clock, as the paper's Swan does.
         Returns the batches done and the energy they added to what the phone draws without
         them (J): the training's own, what the Swan paper's energy loan borrows - each batch's
-        energy less the screen's, the charger's loss and the idle floor."""
+        energy less the screen's, the charger's loss and the idle floor.
+
+        Once the policy is `Policy.steady` on a request's plan, the request's remaining batches
+        run as one stretch (`FastForward.run_stretch`) when nothing can change within it: the
+        owner (screen, app, charger), the clocks' caps (`Device.quiet_stretch`) and admission
+        (the policy admits every batch at the highest battery temperature the stretch can
+        reach). Each batch is still planned and observed."""
         dev, step, policy = self.dev, self.step, self.policy
         plat, lines = dev.platform, self._owner_lines
         needs_layers = type(policy).needs_layers
-        energy, done = 0.0, 0
-        for k in range(n_batches):
+        energy, k = 0.0, 0
+        while k < n_batches:
             now = start_s + dev.env.now
             if now >= until_s:
                 break
             owned = owner.state_at(now)
-            state = PhoneState(time_s=dev.env.now, battery_pct=owned.battery_pct, battery_temp_c=dev.battery_temp_c,
-                               charging=owned.charging, screen_on=owned.screen_on,
-                               foreground_app=owned.app is not None, thermal_status=dev.thermal_status)
+            state = self._state(owned, now)
             if not step.admit(state):
                 break
             plan = step.plan(state, k)
@@ -190,27 +200,74 @@ class FastForwardDriver:
             # cold one (pool creation, clocks ramping), the others follow a batch
             key = BatchKey(dev.spec.name, self.model, plan.single or plan, runtime=self.runtime,
                            placement=self.placement, foreground=owned.app, warmup=0 if k == 0 else 1)
+            n = self._stretch(state, key, plan, k, n_batches, start_s, until_s, owner) if k else 0
             owner_j = plat.energy_j[lines].sum()
-            rec, layer_s = self._run_batch(key, n_batches - 1 - k)
-            owner_j = plat.energy_j[lines].sum() - owner_j
-            energy += rec.energy_j - owner_j - self.floor_w * rec.latency_s
-            done += 1
-            quiet = is_quiet(state, owner.changed(now, start_s + dev.env.now))
-            layers = ()
-            if needs_layers:
-                if layer_s is None:
-                    layer_s = self.batch_model.cost(key.with_caps(rec.caps_mhz)).layer_s
-                layers = _layers(plan, layer_s, rec)
-            step.observe(k, plan, state, rec.start_s, rec.latency_s, rec.energy_j - self.floor_w * rec.latency_s,
-                         layers, quiet)
-        return done, energy
+            if n > 1:
+                recs, layer_s = self._phone.run_stretch(key, n, n_batches - k - n), None
+            else:
+                rec, layer_s = self._run_batch(key, n_batches - 1 - k)
+                recs = [rec]
+            owner_j = (plat.energy_j[lines].sum() - owner_j) / len(recs)
+            hot0_c = state.battery_temp_c
+            for i, rec in enumerate(recs):
+                if i:   # a stretch's later batches: admitted (checked), planned as the first
+                    owned = owner.state_at(start_s + rec.start_s)
+                    state = self._state(owned, start_s + rec.start_s, hot0_c, i / len(recs))
+                    if not step.admit(state) or step.plan(state, k) != plan:
+                        raise RuntimeError(f"{policy.name}: a batch of a stretch found steady was not")
+                energy += rec.energy_j - owner_j - self.floor_w * rec.latency_s
+                quiet = is_quiet(state, owner.changed(start_s + rec.start_s, start_s + rec.start_s + rec.latency_s))
+                layers = ()
+                if needs_layers:   # (such a policy runs no stretch)
+                    if layer_s is None:
+                        layer_s = self.batch_model.cost(key.with_caps(rec.caps_mhz)).layer_s
+                    layers = _layers(plan, layer_s, rec, start_s)
+                step.observe(k, plan, state, start_s + rec.start_s, rec.latency_s,
+                             rec.energy_j - self.floor_w * rec.latency_s, layers, quiet)
+                k += 1
+        return k, energy
+
+    def _state(self, owned, time_s: float, start_c: float | None = None, share: float = 1.0) -> PhoneState:
+        """The phone's state now, at the caller's time ``time_s``; or ``share`` of the way through
+        a stretch that has run and began with the battery at ``start_c`` (its temperature then:
+        between the stretch's ends, linearly; the battery's time constant is minutes)."""
+        dev = self.dev
+        temp_c = dev.battery_temp_c
+        if start_c is not None and temp_c is not None:
+            temp_c = start_c + share * (temp_c - start_c)
+        return PhoneState(time_s=time_s, battery_pct=owned.battery_pct,
+                          battery_temp_c=temp_c, charging=owned.charging, screen_on=owned.screen_on,
+                          foreground_app=owned.app is not None, thermal_status=dev.thermal_status)
+
+    def _stretch(self, state: PhoneState, key: BatchKey, plan: Plan, k: int, n_batches: int, start_s: float,
+                 until_s: float, owner: Owner) -> int:
+        """How many batches from batch ``k`` on may run as one stretch (see `run`; 0 or 1: none):
+        each starts before the deadline and before the owner's state changes."""
+        if self._phone is None or type(self.policy).needs_layers:
+            return 0
+        phone, dev = self._phone, self.dev
+        latency_s = phone.held_cost(key).latency_s
+        if not self.policy.steady(state, plan, latency_s):
+            return 0
+        t0 = start_s + dev.env.now
+        n = n_batches - k
+        last_start_s = min(until_s, owner.holds_until(t0))
+        if last_start_s < math.inf:
+            n = min(n, math.ceil((last_start_s - t0) / latency_s))
+        if n < 2:
+            return 0
+        def admitted(bounds) -> bool:   # every batch, at the hottest the battery can get
+            hot_c = bounds.of("battery")[1] if dev.battery is not None else None
+            return self.policy.admits(replace(state, battery_temp_c=hot_c))
+        return n if dev.quiet_stretch(dev.env.now + n * latency_s, admitted) else 0
 
 
-def _layers(plan: Plan, layer_s, rec: BatchRecord) -> tuple[LayerStat, ...]:
-    """The batch's layer phases laid end to end from its start, scaled to its measured length."""
+def _layers(plan: Plan, layer_s, rec: BatchRecord, clock_s: float) -> tuple[LayerStat, ...]:
+    """The batch's layer phases laid end to end from its start (on a clock that read ``clock_s``
+    when the phone's started), scaled to its measured length."""
     total = sum(s for _, _, s in layer_s) or 1.0
     scale = rec.latency_s / total
-    out, t = [], rec.start_s
+    out, t = [], clock_s + rec.start_s
     for layer, phase, s in layer_s:
         out.append(LayerStat(layer, phase, plan.choice_at(layer, phase), t, t + s * scale))
         t += s * scale
