@@ -393,8 +393,8 @@ class FastForward:
         (`Device.quiet_stretch`: no poll in it can change a cap, so every batch runs at the
         clocks' present caps): the phone is integrated over the whole stretch in the steps its
         leakage needs (`Device.integrate_held`), not to every batch's end. The stretch's energy
-        is exact; each batch is given an equal share of it (their leakage differs by less than
-        the step's `HELD_LEAK_STEP_C`)."""
+        is exact; each batch is given an equal share of it (batches are not told apart by the
+        leakage their temperature adds)."""
         dev, env = self.dev, self.dev.env
         cost = self.held_cost(key)
         start, e0, caps = env.now, dev.platform.total_energy_j, self.caps()

@@ -77,9 +77,9 @@ class Policy:
         """Having planned ``plan`` for a batch of a request under way in ``state``: would this
         policy plan it again for the request's later batches, and decide nothing new on
         observing them, as long as each takes ``latency_s``, the owner leaves the phone as in
-        ``state`` and it stays admitted? Then a fast-forward may run
-        those batches as one stretch (`session.driver.FastForwardDriver`) and hand each to
-        `plan` and `observe` as usual. Default False: every batch on its own."""
+        ``state`` and it stays admitted? Then a fast-forward may run those batches as one
+        stretch (`session.driver.FastForwardDriver`) and hand each to `plan` and `observe` as
+        usual. Default False: every batch on its own."""
         return False
 
     def offer(self) -> dict:

@@ -135,7 +135,8 @@ class Owner(Protocol):
     """The phone's owner as a fast-forwarded request sees them, at a time on the caller's clock:
     ``state_at(t)`` has ``battery_pct``, ``charging``, ``screen_on`` and ``app``
     (a foreground category or None); ``changed(t0, t1)`` whether the screen, an app or the
-    charger changed in between."""
+    charger changed in between; ``holds_until(t)`` until when ``state_at(t)`` holds (inf: for
+    good), so that batches before then may run as one stretch."""
 
     def state_at(self, t_s: float): ...
 
@@ -256,6 +257,7 @@ class FastForwardDriver:
             n = min(n, math.ceil((last_start_s - t0) / latency_s))
         if n < 2:
             return 0
+
         def admitted(bounds) -> bool:   # every batch, at the hottest the battery can get
             hot_c = bounds.of("battery")[1] if dev.battery is not None else None
             return self.policy.admits(replace(state, battery_temp_c=hot_c))
