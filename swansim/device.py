@@ -188,23 +188,13 @@ class Device:
         Returns False when there was nothing to skip or the stretch is not quiet."""
         env, platform = self.env, self.platform
         now = env.now
-        if now < self._quiet_retry_s or not platform.held:
-            return False   # not worth trying yet, or nothing held
-        env.end_instant()   # as stepping would first
-        if env.instant_busy:
+        queued = self._queued_polls()
+        if queued is None:
             return False
-        sleeping = {id(p.process.target): p for p in self._pollers
-                    if isinstance(p.process.target, simpy.events.Timeout)}
-        if id(env.head()) not in sleeping:
+        due, other = queued
+        head = env.head()
+        if not any(ev is head for _, _, ev, _ in due):
             return False   # something else happens before any poll
-        other, due = math.inf, []
-        for t, eid, ev in env.queued():
-            p = sleeping.get(id(ev))
-            if p is None:
-                other = min(other, t)
-            else:
-                due.append((eid, t, ev, p))
-        due.sort()
         # the bet first; if that stretch is not quiet, this batch's alone
         tried = False
         for end in dict.fromkeys((until_s if ahead_s is None else max(until_s, ahead_s), until_s)):
@@ -258,29 +248,40 @@ class Device:
         ``admit`` takes those bounds; then every poll but each poller's last in the stretch is
         skipped, so the stretch runs at the clocks it starts with. A phone found not quiet is
         asked again only after `skip_quiet`'s back-off."""
-        env, platform = self.env, self.platform
-        now = env.now
-        if now < self._quiet_retry_s or not platform.held:
+        queued = self._queued_polls()
+        if queued is None or queued[1] <= end_s:
             return False
-        env.end_instant()
-        if env.instant_busy:
-            return False
-        sleeping = {id(p.process.target): p for p in self._pollers
-                    if isinstance(p.process.target, simpy.events.Timeout)}
-        due = []
-        for t, eid, ev in env.queued():
-            if t <= end_s:
-                p = sleeping.get(id(ev))
-                if p is None:
-                    return False
-                due.append((eid, t, ev, p))
-        bounds = platform.held_temp_bounds(end_s - now, QUIET_MARGIN_C, lambda b: all(d[3].quiet(b) for d in due))
+        due = [d for d in queued[0] if d[1] <= end_s]
+        bounds = self.platform.held_temp_bounds(end_s - self.env.now, QUIET_MARGIN_C,
+                                                lambda b: all(d[3].quiet(b) for d in due))
         self._back_off(bounds is None)
         if bounds is None or not admit(bounds):
             return False
-        due.sort()
         self._skip(self._moves(due, end_s))
         return True
+
+    def _queued_polls(self) -> tuple[list, float] | None:
+        """What is queued, with the power held: the thermal polls as (event id, time, event,
+        poller), in event order, and when the first other event is (inf: none). None when not
+        worth asking: nothing held, a phone found not quiet still backing off, or this instant
+        not over (it is ended first, as stepping would)."""
+        env = self.env
+        if env.now < self._quiet_retry_s or not self.platform.held:
+            return None
+        env.end_instant()
+        if env.instant_busy:
+            return None
+        sleeping = {id(p.process.target): p for p in self._pollers
+                    if isinstance(p.process.target, simpy.events.Timeout)}
+        other, due = math.inf, []
+        for t, eid, ev in env.queued():
+            p = sleeping.get(id(ev))
+            if p is None:
+                other = min(other, t)
+            else:
+                due.append((eid, t, ev, p))
+        due.sort()
+        return due, other
 
     def _back_off(self, not_quiet: bool) -> None:
         """A phone found not quiet is tried again after the back-off, which doubles each time."""

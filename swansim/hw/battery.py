@@ -98,11 +98,15 @@ class Battery:
         self.full = on and self.energy_j >= self.capacity_j
         self._set_loss()
 
+    def _taper_now(self) -> float:
+        """The cell's share of the charger's power now: 0 once it is full (`cv_taper` never is)."""
+        return 0.0 if self.full else cv_taper(self.soc_pct)
+
     def _set_loss(self) -> None:
         """The charger's loss, ``1 - efficiency`` of its input (the module doc): all of
         ``charger_power_w``'s at constant current; the cell's share plus the load's beyond it,
         capped there; none unplugged."""
-        self._taper = 0.0 if self.full else cv_taper(self.soc_pct)
+        self._taper = self._taper_now()
         max_w = (1.0 - self.efficiency) * self.charger_power_w
         if not self.charging:
             self.platform.set_charging_loss(0.0)
@@ -114,7 +118,6 @@ class Battery:
     # -- the account --------------------------------------------------------------------------
 
     def __call__(self, t0_s: float, t1_s: float, platform: Platform) -> None:
-        was_full = self.full
         e = platform.total_energy_j
         used_j = e - self._platform_j
         self._platform_j = e
@@ -135,5 +138,5 @@ class Battery:
         self.charger_j += supplied
         if self.energy_j <= 0.0 and self.depleted_s is None:
             self.depleted_s = t1_s
-        if self.charging and (self.full != was_full or (not self.full and cv_taper(self.soc_pct) != self._taper)):
+        if self.charging and self._taper_now() != self._taper:
             self._set_loss()   # full, empty again, or the constant-voltage phase's next step

@@ -211,8 +211,7 @@ class FastForwardDriver:
             owner_j = (plat.energy_j[lines].sum() - owner_j) / len(recs)
             hot0_c = state.battery_temp_c
             for i, rec in enumerate(recs):
-                if i:   # a stretch's later batches: admitted (checked), planned as the first
-                    owned = owner.state_at(start_s + rec.start_s)
+                if i:   # a stretch's later batches (the owner's state holds): admitted, planned as the first
                     state = self._state(owned, start_s + rec.start_s, hot0_c, i / len(recs))
                     if not step.admit(state) or step.plan(state, k) != plan:
                         raise RuntimeError(f"{policy.name}: a batch of a stretch found steady was not")
