@@ -19,6 +19,10 @@ one warm-up and two measured batches, schedutil). Variants:
   wait=throttled    libgomp's throttled spin count (100 polls, GOMP_SPINCOUNT in the libgomp
                     manual): what a team gets when libgomp manages more threads than the CPUs
                     it found at start (a process pinned before the library loaded)
+  wait=libgomp      libgomp's documented spin count with OMP_WAIT_POLICY unset (300,000 polls,
+                    GOMP_SPINCOUNT in the libgomp manual) in place of the runtime's fitted count
+  blas=off          no OpenBLAS pool: every GEMM on the calling thread (the runtime's other
+                    figures as fitted with the pool)
   blas-threads=4    OpenBLAS's pool capped at 4 threads (OPENBLAS_NUM_THREADS=4, or a build
                     with NUM_THREADS=4) instead of one per CPU of the process
   upmigrate=71/65   sched_upmigrate/downmigrate as CAF's sm6150 post_boot writes them
@@ -48,12 +52,13 @@ from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import SWAN_PHONES, Catalogue, DeviceSpec
 from swansim.pool import run_all
 
-VARIANTS = ("reference", "group=foreground", "wait=libomp", "wait=throttled", "blas-threads=4", "upmigrate=71/65",
-            "upmigrate=80/80", "core_ctl=off", "kernel=wakeup")
+VARIANTS = ("reference", "group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4",
+            "blas=off", "upmigrate=71/65", "upmigrate=80/80", "core_ctl=off", "kernel=wakeup")
 # which variants change the pinned rows (the others re-run the default row only)
-REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "blas-threads=4")
+REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4", "blas=off")
 KMP_BLOCKTIME_S = 0.2     # LLVM libomp's default KMP_BLOCKTIME (openmp.llvm.org runtime docs)
 GOMP_THROTTLED_SPINS = 100   # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset, threads > CPUs
+GOMP_DEFAULT_SPINS = 300_000  # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset
 ROW_FIELDS = ["device", "model", "variant", "choice", "kind", "latency_s", "energy_j"]
 
 
@@ -66,8 +71,12 @@ def _runtime(variant: str, cat: Catalogue):
     rt = load_runtime("pytorch")
     if variant == "wait=throttled":
         return replace(rt, spin_iterations=GOMP_THROTTLED_SPINS)
+    if variant == "wait=libgomp":
+        return replace(rt, spin_iterations=GOMP_DEFAULT_SPINS)
     if variant == "blas-threads=4":
         return with_blas(rt, max_threads=4)
+    if variant == "blas=off":
+        return with_blas(rt, enabled=False)
     if variant != "wait=libomp":
         return rt
     f_hz = max(c.fmax_mhz for s in cat.socs.values() for c in s.clusters) * 1e6
