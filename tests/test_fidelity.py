@@ -412,6 +412,20 @@ FIG3_TODAY = {
 # A point reproduces the paper if it is within 5 points of it (one run's drop moves by a few
 # points from seed to seed: runs/ux.py).
 FIG3_TOLERANCE_PP = 5.0
+# What a point outside the tolerance lacks (README, "Where the model stands"): its xfail's reason.
+_DEPTHWISE_TEAM = ("caches thrashed across the training team's threads (the paper's account of the depthwise "
+                   "slowdown) are not modelled; the model's default team sleeps between the per-group loop's tiny "
+                   "regions instead (its spin fitted at 26,140 polls, libgomp documents 300,000)")
+FIG3_MISSING = {
+    ("pixel3", "shufflenet_v2_x2_0"): _DEPTHWISE_TEAM + ", leaving the app cores a real team would hold",
+    ("pixel3", "mobilenet_v2"): _DEPTHWISE_TEAM + ", leaving the app cores a real team would hold",
+    ("galaxy-s10e", "resnet34"): "OpenBLAS 0.3.18's workers poll 0.109 s after each GEMM (its source) and hold every "
+                                 "core the training may use, so the app's threads take CFS turns with them; what "
+                                 "lets the real pool sleep sooner is not found",
+    ("galaxy-s10e", "shufflenet_v2_x2_0"): _DEPTHWISE_TEAM + "; it sleeps on the little cores, and the benchmark's UI "
+                                           "thread, skipping the busy little CPUs, runs on idle gold cores and is "
+                                           "faster than alone, where it starts on a little one",
+}
 
 
 def _paper(point):
@@ -435,7 +449,7 @@ def _against_paper(point):
     if miss <= FIG3_TOLERANCE_PP:
         return point
     return pytest.param(point, marks=pytest.mark.xfail(
-        strict=True, reason=f"today {FIG3_TODAY[point]:.1f}% vs the paper's {_paper(point)}%"))
+        strict=True, reason=f"today {FIG3_TODAY[point]:.1f}% vs the paper's {_paper(point)}%: {FIG3_MISSING[point]}"))
 
 
 @pytest.mark.parametrize("point", [_against_paper(p) for p in FIG3_TODAY])
