@@ -8,6 +8,7 @@ and a mixed big+little team is slower than its big subset because the little-cor
 finish last (read off the recorded per-thread finish times). The calibration's fitted values
 stay inside their stated plausible bounds and still give the committed fit's objective.
 """
+import math
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,34 @@ def test_committed_pytorch_fit_is_what_the_code_and_data_give():
     rt = load_runtime("pytorch")
     got = cal.current_objective(rt, Fig2(CAT).residuals)
     assert got == pytest.approx(rt.fit_info["objective"], rel=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 16), rng=st.integers(1, 64),
+       speeds=st.lists(st.floats(0.1, 4.0), min_size=16, max_size=16))
+def test_static_chunks_are_equal_and_dynamic_ones_follow_speed(n, rng, speeds):
+    from swansim.dnn.regions import _shares
+    static = _shares(n, rng, speeds, "static")
+    dynamic = _shares(n, rng, speeds, "dynamic")
+    workers = min(n, rng)
+    for shares in (static, dynamic):
+        assert len(shares) == n and sum(shares) == pytest.approx(1.0)
+        assert all(s == 0.0 for s in shares[workers:])
+    assert max(static) == pytest.approx(math.ceil(rng / workers) / rng)   # OpenMP static: equal chunks
+    for s, v in zip(dynamic[:workers], speeds[:workers]):
+        assert s == pytest.approx(v / sum(speeds[:workers]))
+
+
+def test_ncnn_team_over_big_and_little_cores_is_paced_by_the_little_ones():
+    """ncnn's layer loops take OpenMP's static schedule (its profile's source): eight threads on a
+    4+4 Pixel 3 give every little core a big core's share, so they trail four threads on the big
+    cores alone."""
+    def ms(label):
+        key = BatchKey("pixel3", "resnet18", parse_choice(label, PIXEL3), runtime="ncnn",
+                       governor="performance", mode="infer", batch=1)
+        return simulate_batch(key, record_layers=False).latency_s
+    assert load_runtime("ncnn").partition == "static"
+    assert ms("01234567") > 1.2 * ms("4567")
 
 
 def test_inference_only_runtime_refuses_training():
