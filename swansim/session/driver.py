@@ -218,7 +218,7 @@ class FastForwardDriver:
                 energy += rec.energy_j - owner_j - self.floor_w * rec.latency_s
                 quiet = is_quiet(state, owner.changed(start_s + rec.start_s, start_s + rec.start_s + rec.latency_s))
                 layers = ()
-                if needs_layers:   # (such a policy runs no stretch)
+                if needs_layers:
                     if layer_s is None:
                         layer_s = self.batch_model.cost(key.with_caps(rec.caps_mhz)).layer_s
                     layers = _layers(plan, layer_s, rec, start_s)
@@ -243,7 +243,7 @@ class FastForwardDriver:
                  until_s: float, owner: Owner) -> int:
         """How many batches from batch ``k`` on may run as one stretch (see `run`; 0 or 1: none):
         each starts before the deadline and before the owner's state changes."""
-        if self._phone is None or type(self.policy).needs_layers:
+        if self._phone is None:
             return 0
         phone, dev = self._phone, self.dev
         latency_s = phone.held_cost(key).latency_s
