@@ -10,7 +10,7 @@ summary, then ``fleet_tta.png`` (accuracy and clients online over time) and ``su
 
     python experiments/fleet_tta.py [--rounds 200] [--clients 2400] [--policies swan,pytorch-default]
         [--target-accuracy 0.35] [--charger-budget traced] [--bandwidth-sigma 1.2] [--jobs 2]
-        [--out results/fleet_tta]
+        [--no-limit] [--out results/fleet_tta]
 
 The paper's span (its Fig. 5-6: about 2,000 rounds, hundreds of hours) at a tenth of the fleet,
 where the energy loan decides who stays online: ``--tasks shufflenet_v2_x2_0 --clients 240
@@ -51,6 +51,8 @@ def main(argv=None) -> None:
     ap.add_argument("--bandwidth-sigma", type=float, default=FleetConfig.bandwidth_sigma,
                     help="log-sd of the clients' network rate factors (swansim.federated.network; 0: every "
                          "client at its network's average; default: %(default)s)")
+    ap.add_argument("--no-limit", action="store_true",
+                    help="lift the bound on a run's client-batches (the paper's 2,000 rounds exceed it)")
     ap.add_argument("--out", default="results/fleet_tta")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -60,7 +62,7 @@ def main(argv=None) -> None:
         cfg = FleetConfig(model=task, policies=tuple(args.policies.split(",")), clients=args.clients,
                           per_round=args.per_round, rounds=args.rounds, target_accuracy=args.target_accuracy,
                           charger_budget=args.charger_budget, bandwidth_sigma=args.bandwidth_sigma)
-        result, bm = run_policy_fleet(cfg, out / task, args.jobs)
+        result, bm = run_policy_fleet(cfg, out / task, args.jobs, no_limit=args.no_limit)
         rounds[task] = result.rounds
         summaries.append(result.summary.assign(task=task))
         by_task[task] = result.summary
