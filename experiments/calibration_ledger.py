@@ -14,10 +14,12 @@ Rows (``experiments/calibration/ledger.csv``):
     (the ncnn runtime's fit).
   * Swan Fig. 3 - the Work-score drop with PyTorch's default training in the background: the
     Pixel 3 ResNet-34 point is calibration (the app models' L3 intensity was set with it in
-    view); the other four are validation (`runs.scenarios.fig3_drop_pct`, seed 0, one pass).
+    view); the other four are validation (`runs.scenarios.fig3_drop_pct`, seed 0, a run as long
+    as PCMark's Work test: the app table's 25 passes of the script).
 Residuals: ``predicted / target - 1`` for times and normalised values, ``predicted - target``
 (percentage points) for Fig. 3. The run takes minutes (Fig. 2: 44 simulated choices; Fig. 3:
-seven benchmark runs); ``--skip-fig3`` keeps the Fig. 3 rows of the existing ledger. It then
+seven ten-minute benchmark runs, ~6 min with ``--jobs 2``); ``--skip-fig3`` keeps the Fig. 3
+rows of the existing ledger. It then
 rewrites the README's "How close to the paper" table from the ledger it wrote
 (`swansim.dnn.calibrate.closeness_markdown`; tests/test_readme.py keeps the two in step).
 """

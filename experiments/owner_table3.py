@@ -5,10 +5,11 @@ the foreground, training in the background).
 Per phone, task and policy (`swansim.compare`, no trace): the policy trains on an idle phone
 first (Swan long enough to explore every choice of its space, in requests of 3 batches; the
 default a few seconds), then, as that left it, takes the task's federated requests on the
-idle phone, and 30 s later the owner picks the phone up and runs the Work-like benchmark
-(Swan takes requests only on an idle phone: the one under way runs on, under its
-adaptation); the drop is against the same phone running the benchmark alone (positive: the
-owner loses). Printed: every cell, each phone's mean over the tasks, and Swan's drop as a
+idle phone, and 30 s later the owner picks the phone up and runs the Work-like benchmark for
+about ten minutes, as long as PCMark's Work test (the app table's passes of its script; Swan
+takes requests only on an idle phone: the one under way runs on, under its adaptation, and
+then it trains no more until the owner is done); the drop is against the same phone running
+the benchmark alone (positive: the owner loses). Printed: every cell, each phone's mean over the tasks, and Swan's drop as a
 share of the default's. experiments/swan_request_reading.py shows Swan's drop under the other
 reading of its monitoring rule.
 

@@ -283,7 +283,7 @@ BAD = {
     },
     ("ux",): {
         "--devices": _bad_lists(PROFILES), "--models": _bad_lists(("resnet34", "mobilenet_v2")),
-        "--passes": _bad_ints(1, 20), "--warmup-s": _bad_floats(0.0, 3600.0), "--light-s": _bad_floats(0.0, 3600.0),
+        "--passes": _bad_ints(1, 100), "--warmup-s": _bad_floats(0.0, 3600.0), "--light-s": _bad_floats(0.0, 3600.0),
         "--placement": _bad_names(("wakeup", "eas", "throughput")), "--seed": _bad_ints(0, 2**32 - 1),
         "--seeds": _bad_ints(1, 1000), "--jobs": _bad_ints(1, 1024), "--out": BAD_OUT,
     },

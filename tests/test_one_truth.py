@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import swansim
+from swansim.device import DeviceConfig
 from swansim.dnn.choices import Choice, little_one, pytorch_default, top_one
 from swansim.dnn.tasks import FIG2_TASKS, SWAN_BATCH, SWAN_TASKS, build_task
 from swansim.hw.profile import Catalogue
@@ -58,6 +59,34 @@ def test_one_warmup_for_the_owners_benchmark():
     for fn in (scenarios.run_workbench, scenarios.work_score, scenarios.app_jank):
         assert inspect.signature(fn).parameters["warmup_s"].default == scenarios.WARMUP_S
     assert ux.UxConfig().warmup_s == scenarios.WARMUP_S
+
+
+def test_one_length_for_the_owners_benchmark(monkeypatch):
+    """Every path that runs the Work-like benchmark without being told how long runs the app
+    table's passes of its script (a run as long as PCMark's Work test)."""
+    import inspect
+
+    from swansim.apps import appmodels, workbench
+    from swansim.runs.compare import CompareConfig
+    from swansim.session import phone
+
+    assert appmodels.load_app_table().passes == 25
+    for fn in (scenarios.run_workbench, scenarios.work_score, scenarios.fig3_drop_pct, scenarios.reference_times):
+        assert inspect.signature(fn).parameters["passes"].default is None
+    assert ux.UxConfig().passes is None and CompareConfig().bench_passes is None
+    assert phone.RunConfig().bench_passes is None
+    seen = []
+
+    def script(tasks, seed=0, passes=1):
+        seen.append(passes)
+        return workbench.script(tasks, seed, 1)
+
+    monkeypatch.setattr(scenarios, "script", script)
+    monkeypatch.setattr(phone, "script", script)
+    scenarios.run_workbench(CAT.device("pixel3"), DeviceConfig(), None)
+    phone.run_policy(phone.RunConfig(device="pixel3", policy="idle-charging-only", duration_s=None, bench_at_s=1.0),
+                     subtract_background=False)
+    assert seen == [25, 25]
 
 
 def test_a_run_and_the_batch_model_boot_the_same_kernel():

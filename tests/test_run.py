@@ -45,7 +45,7 @@ def test_swan_steps_down_when_an_app_competes_and_back_up_two_minutes_later():
     # owner's benchmark (a pool of one thread per core while photo editing) starts at 60 s, on 4567.
     # Under the Pixel 3's WALT placement it slows AlexNet's batches by at most 7% (MobileNetV2's by
     # 31%), under the paper's 1.1x: the adaptation is checked here at 1.05x.
-    cfg = RunConfig(device="pixel3", model=MODEL, policy="swan", duration_s=282.0, bench_at_s=60.0,
+    cfg = RunConfig(device="pixel3", model=MODEL, policy="swan", duration_s=282.0, bench_at_s=60.0, bench_passes=1,
                     request_batches=10, policy_args=(("slowdown_factor", 1.05),))
     r = run_policy(cfg)
     b, d = r.batches, r.decisions
@@ -251,7 +251,7 @@ def test_ux_columns_are_defined_where_an_app_ran_and_a_drop_is_positive_everywhe
     from swansim.runs.compare import CompareConfig, compare_frame
 
     cfg = CompareConfig(models=(MODEL,), policies=("pytorch-default",), duration_s=30.0, synthetic=True, seed=0,
-                        ux=True)
+                        ux=True, bench_passes=1)
     df = compare_frame(cfg, None, jobs=1)
     assert (df["frames"] > 0).all() and df["jank_pct"].notna().all()
     assert df["ux_score_drop_pct"].notna().all()
@@ -267,7 +267,7 @@ def test_a_policy_that_never_trains_costs_the_owner_nothing(device):
     task missing it as a faster one (a 5-6% drop from nothing)."""
     from swansim.runs.compare import benchmark_config
 
-    rc = benchmark_config(RunConfig(device=device, model=MODEL, policy="idle-charging-only"))
+    rc = benchmark_config(RunConfig(device=device, model=MODEL, policy="idle-charging-only", bench_passes=1))
     r = run_policy(rc)
     assert r.summary["batches"] == 0
     assert r.summary["ux_score_drop_pct"] == 0.0
@@ -276,7 +276,7 @@ def test_a_policy_that_never_trains_costs_the_owner_nothing(device):
 def test_a_benchmark_cut_by_the_run_has_no_score():
     """Tasks the owner did not finish are not scored as fast ones: no drop at all."""
     r = run_policy(RunConfig(device="pixel3", model=MODEL, policy="idle-charging-only", duration_s=35.0,
-                             bench_at_s=30.0))
+                             bench_at_s=30.0, bench_passes=1))
     assert r.summary["frames"] > 0
     assert r.summary["ux_score_drop_pct"] != r.summary["ux_score_drop_pct"]   # nan
 
@@ -302,8 +302,8 @@ def test_the_python_api_covers_the_commands(tmp_path):
     assert list(res.summary["policy"]) == ["swan", "pytorch-default"] and len(res.rounds) == 4
     t = swansim.thermal("pixel3", minutes=0.5, out=tmp_path / "t", plots=False, jobs=1, progress=False)
     assert list(t["load"]) == ["big", "little"]
-    drops, janks = swansim.ux(devices="pixel3", models="resnet34", light_s=0, warmup_s=5, out=tmp_path / "u",
-                              plots=False, jobs=1, progress=False)
+    drops, janks = swansim.ux(devices="pixel3", models="resnet34", light_s=0, warmup_s=5, passes=1,
+                              out=tmp_path / "u", plots=False, jobs=1, progress=False)
     assert set(drops["device"]) == {"pixel3"} and drops["drop_pct"].notna().all()
     assert {"pixel3", "sdm845"} <= set(swansim.profiles()["name"])
     assert swansim.policies()["description"].str.len().gt(0).all()

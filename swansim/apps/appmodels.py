@@ -141,6 +141,7 @@ class AppTable:
     categories: dict[str, CategoryModel]
     tasks: tuple[TaskSpec, ...]
     path: Path
+    passes: int   # the Work-like benchmark runs its script this often (table ``benchmark``)
 
     def app(self, env: simpy.Environment, sched: Scheduler, spec: DeviceSpec, category: str, recorder: UxRecorder,
             seed: int, name: str | None = None, load_scale: float = 1.0) -> "App":
@@ -182,7 +183,7 @@ def load_app_table(path: str | Path = APP_TABLE_PATH) -> AppTable:
     """Read and validate the app-model table (categories, Android nice values, benchmark tasks)."""
     path = Path(path)
     data = read_toml(path)
-    for key in ("android", "memory", "categories", "workbench"):
+    for key in ("android", "memory", "categories", "workbench", "benchmark"):
         if not isinstance(data.get(key), dict):
             raise InputError(path, key, "missing required table")
     android = AndroidNice(**_read(data["android"], path, "android", AndroidNice, skip=()))
@@ -202,7 +203,10 @@ def load_app_table(path: str | Path = APP_TABLE_PATH) -> AppTable:
                   for n, t in data["workbench"].items())
     if not tasks:
         raise InputError(path, "workbench", "no tasks")
-    return AppTable(android, memory, cats, tasks, path)
+    bench = SourcedTable(data["benchmark"], path, "benchmark")
+    passes = bench.int("passes", 1, 100)
+    bench.done()
+    return AppTable(android, memory, cats, tasks, path, passes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -128,14 +128,16 @@ class WorkRun:
 
 
 def run_workbench(spec: DeviceSpec, config: DeviceConfig, background: Background | None = None,
-                  warmup_s: float = WARMUP_S, passes: int = 1, seed: int = 0, table: AppTable | None = None,
+                  warmup_s: float = WARMUP_S, passes: int | None = None, seed: int = 0, table: AppTable | None = None,
                   reference: pd.Series | None = None, placement: str = AUTO) -> WorkRun:
-    """The Work-like benchmark on a fresh ``spec`` phone, after ``warmup_s`` of background load alone."""
+    """The Work-like benchmark on a fresh ``spec`` phone, after ``warmup_s`` of background load
+    alone; ``passes`` of its script (None: the app table's, a run as long as PCMark's)."""
     table = table or load_app_table()
     dev = Device(spec, replace(config, screen_on=True, placement=placement))
     job = background(dev) if background is not None else None
     rec = UxRecorder()
-    bench = WorkBench(dev.env, dev.sched, dev.spec, script(table.tasks, seed, passes), table.android, rec,
+    steps = script(table.tasks, seed, passes or table.passes)
+    bench = WorkBench(dev.env, dev.sched, dev.spec, steps, table.android, rec,
                       start_s=warmup_s if job is not None else 0.0, memory=table.memory)
     dev.env.run(until=bench.done)
     dev.sched.sync()
@@ -153,13 +155,15 @@ def _reference(device: str, passes: int, seed: int, placement: str) -> tuple[tup
     return tuple(task_times(run.tasks).items())
 
 
-def reference_times(device: str = "pixel3", passes: int = 1, seed: int = 0, placement: str = AUTO) -> pd.Series:
+def reference_times(device: str = "pixel3", passes: int | None = None, seed: int = 0,
+                    placement: str = AUTO) -> pd.Series:
     """Per-task times of the benchmark alone on ``device`` (cached): the score's yardstick."""
+    passes = passes or load_app_table().passes   # one cache entry per run, however it was asked for
     return pd.Series(dict(_reference(device, passes, seed, placement)), name="time_s")
 
 
 def work_score(spec: DeviceSpec, config: DeviceConfig, background: Background | None = None,
-               warmup_s: float = WARMUP_S, passes: int = 1, seed: int = 0, reference: str | None = "pixel3",
+               warmup_s: float = WARMUP_S, passes: int | None = None, seed: int = 0, reference: str | None = "pixel3",
                placement: str = AUTO) -> tuple[float, pd.DataFrame]:
     """Work-like score of a ``spec`` phone, with an optional background load, and its per-task frame.
 
@@ -175,7 +179,7 @@ def work_score(spec: DeviceSpec, config: DeviceConfig, background: Background | 
     return run.score, per.reset_index()
 
 
-def fig3_drop_pct(device: str, model: str, seed: int = 0, passes: int = 1, placement: str = AUTO,
+def fig3_drop_pct(device: str, model: str, seed: int = 0, passes: int | None = None, placement: str = AUTO,
                   group: str = TOP_APP) -> float:
     """Swan Fig. 3's quantity: the Work-like score drop (%) of ``device`` with PyTorch's default
     training ``model`` in the background (after `WARMUP_S` of training alone), against the same

@@ -50,7 +50,8 @@ class UxConfig:
 
     devices: tuple[str, ...] = option(DEFAULT_DEVICES, help="phone profiles")
     models: tuple[str, ...] = option(DEFAULT_MODELS, help="the Swan tasks trained in the background")
-    passes: int = option(1, help="benchmark passes per run")
+    passes: int | None = option(None, help="benchmark passes per run (default: the app table's, a run as long as "
+                                           "PCMark's Work test)")
     warmup_s: float = option(WARMUP_S, help="seconds of training alone before the benchmark or app starts")
     light_s: float = option(60.0, help="seconds of each light app per run; 0 skips them")
     placement: str = option(AUTO, help="thread placement (auto: the phone's kernel, walt where its profile names "
@@ -62,7 +63,8 @@ class UxConfig:
         """Every field, before any work: one InputError naming the first bad one."""
         checks.names(self.devices, "--devices", cat.names, "profile")
         checks.names(self.models, "--models", SWAN_TASKS, "model")
-        checks.integer(self.passes, "--passes", 1, 20)
+        if self.passes is not None:
+            checks.integer(self.passes, "--passes", 1, 100)
         checks.integer(self.seeds, "--seeds", 1, 1000)
         checks.seed(self.seed)
         checks.number(self.warmup_s, "--warmup-s", 0.0, 3600.0, "of seconds")
@@ -83,7 +85,7 @@ def backgrounds(models: Sequence[str]) -> list[tuple[str, str, TrainingBackgroun
     return runs
 
 
-def _reference(passes: int, seed: int, placement: str) -> pd.Series:
+def _reference(passes: int | None, seed: int, placement: str) -> pd.Series:
     return reference_times(REFERENCE_DEVICE, passes, seed, placement)
 
 

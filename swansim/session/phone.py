@@ -66,6 +66,8 @@ class RunConfig:
     bench_at_s: float | None = option(None, flag="--bench-at", help="the owner runs the Work-like benchmark app at "
                                                                     "this time (s into the run); its score drop "
                                                                     "is NaN unless it ends within --duration")
+    bench_passes: int | None = option(None, help="passes of the Work-like benchmark's script (default: the app "
+                                                 "table's, a run as long as PCMark's Work test)")
     screen_on: bool = option(False, help="the screen is on at the start (the owner holds the phone)")
     seed: int = option(0, help="seed of the owner, the apps and the runtime's jitter")
     runtime: str = option("pytorch", help="runtime profile (swansim/dnn/runtimes)")
@@ -94,6 +96,8 @@ class RunConfig:
         if self.bench_at_s is not None and not (isinstance(self.bench_at_s, (int, float)) and
                                                 0.0 <= self.bench_at_s < (self.duration_s or math.inf)):
             raise InputError("--bench-at", "bench_at_s", f"must be in 0..duration s, got {self.bench_at_s!r}")
+        if self.bench_passes is not None:
+            checks.integer(self.bench_passes, "--bench-passes", 1, 100)
         _positive("--sample-s", "sample_s", self.sample_s, 3600.0)
         if not checks.is_int(self.request_batches) or not 1 <= self.request_batches <= 100000:
             raise InputError("--request-batches", "request_batches", f"must be an integer in 1..100000, got {self.request_batches!r}")
@@ -201,8 +205,9 @@ class _Phone:
             self.player = TracePlayer(dev.env, dev.sched, dev.spec, usage.sessions, dev.config.seed, table=table,
                                       recorder=self.rec, set_screen=self.set_screen, until_s=cfg.duration_s)
         if usage.bench_at_s is not None:
-            self.bench = WorkBench(dev.env, dev.sched, dev.spec, script(table.tasks, cfg.seed), table.android,
-                                   self.rec, start_s=usage.bench_at_s, memory=table.memory)
+            steps = script(table.tasks, cfg.seed, cfg.bench_passes or table.passes)
+            self.bench = WorkBench(dev.env, dev.sched, dev.spec, steps, table.android, self.rec,
+                                   start_s=usage.bench_at_s, memory=table.memory)
             dev.env.process(self._bench_session(usage.bench_at_s))
         dev.env.process(self._charger(usage))
 
