@@ -101,6 +101,34 @@ def test_a_batch_one_worker_simulated_reaches_the_others_and_the_saved_memo():
     assert (coordinator.batch_model.hits, coordinator.batch_model.misses) == (1, 0)
 
 
+def test_a_fleet_stopped_midway_keeps_what_it_simulated_in_its_memo(tmp_path, monkeypatch):
+    """The merged memo is written after rounds that grew it, so a run stopped midway resumes
+    warm; and the resumed run's rounds are those of a run never stopped."""
+    from swansim.federated import local
+    from swansim.federated.rounds import PolicyRun
+
+    monkeypatch.setattr(local, "MEMO_SAVE_S", 0.0)
+    cfg = CFG.__class__(**{**CFG.__dict__, "policies": ("pytorch-default",), "rounds": 3})
+    real, calls = PolicyRun.play_round, []
+
+    def stopped_in_round_3(self):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self)
+
+    monkeypatch.setattr(PolicyRun, "play_round", stopped_in_round_3)
+    with pytest.raises(KeyboardInterrupt):
+        local.run_policy_fleet(cfg, tmp_path / "cut", jobs=1, progress=False)
+    prefilled = len(likely_keys(["pixel3"], cfg.model))
+    saved = BatchModel()
+    assert saved.load(tmp_path / "cut" / "batch-memo.pkl") > prefilled   # what the two rounds simulated too
+    monkeypatch.setattr(PolicyRun, "play_round", real)
+    local.run_policy_fleet(cfg, tmp_path / "cut", jobs=1, progress=False)
+    local.run_policy_fleet(cfg, tmp_path / "whole", jobs=1, progress=False)
+    assert (tmp_path / "cut" / "rounds.csv").read_bytes() == (tmp_path / "whole" / "rounds.csv").read_bytes()
+
+
 def test_a_declined_request_says_why():
     from swansim.federated.local import PolicyCost
     from swansim.federated.rounds import LocalRequest

@@ -36,7 +36,7 @@ import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -445,10 +445,11 @@ def run_fleet(config: FleetConfig, cost: CostFactory, out_dir: str | Path, jobs:
 
 
 def run_validated(config: FleetConfig, cost: CostFactory, out_dir: str | Path, population: Population,
-                  jobs: int = 1, dask_address: str | None = None, progress: bool = True) -> FleetResult:
+                  jobs: int = 1, dask_address: str | None = None, progress: bool = True,
+                  on_round: Callable[[], None] | None = None) -> FleetResult:
     """`run_fleet` for a config `validate` accepted, run options `check_run` accepted and the
     config's population (`build_population`): a caller that needs them first checks and builds
-    each once."""
+    each once. ``on_round`` is called after each round's checkpoint is written."""
     out = Path(out_dir)
     if not callable(cost):
         raise InputError(WHERE, "cost", f"expected a factory (model, policy) -> LocalCost, got {cost!r}")
@@ -459,11 +460,11 @@ def run_validated(config: FleetConfig, cost: CostFactory, out_dir: str | Path, p
         ctx.cost(p)  # an unknown model or policy fails here, before any work
     out.mkdir(parents=True, exist_ok=True)
     with DirLock(out):
-        return _run(config, out, ctx, population, test_set, jobs, dask_address, progress)
+        return _run(config, out, ctx, population, test_set, jobs, dask_address, progress, on_round)
 
 
 def _run(config: FleetConfig, out: Path, ctx: WorkContext, population: Population, test_set, jobs: int,
-         dask_address: str | None, progress: bool) -> FleetResult:
+         dask_address: str | None, progress: bool, on_round: Callable[[], None] | None = None) -> FleetResult:
     logs, states = {}, {}
     for p in config.policies:
         logs[p], states[p] = _open_checkpoint(out, config, p, _identity(config, p))
@@ -480,6 +481,8 @@ def _run(config: FleetConfig, out: Path, ctx: WorkContext, population: Populatio
                 while run.state.round < config.rounds:
                     row = run.play_round()
                     logs[p].append(run.state)
+                    if on_round is not None:
+                        on_round()
                     bar.set_postfix(policy=p, accuracy=f"{row['accuracy']:.3f}", refresh=False)
                     bar.update(1)
                 rows += run.state.rows

@@ -25,6 +25,7 @@ under an app is measured with that app running (`BatchKey.foreground`).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 from swansim.batchmodel import BatchKey, BatchModel
@@ -256,6 +257,29 @@ def memo_report(result, batch_model: BatchModel) -> str:
             f"workers); in the rounds {hits} lookups hit and {misses} batches were simulated (hit rate {rate:.1%})")
 
 
+# A fleet's merged memo is written again after a round that grew it, at most this often (s of
+# wall time): a run stopped midway resumes with what it had simulated, not cold again (its
+# rounds.csv is the same either way; only the time differs), and a cold run's rounds do not each
+# pay for pickling the whole memo.
+MEMO_SAVE_S = 60.0
+
+
+class MemoSaver:
+    """Called after each fleet round: save the batch model's memo if it grew since the last save
+    and `MEMO_SAVE_S` have passed."""
+
+    def __init__(self, batch_model: BatchModel, path, every_s: float | None = None):
+        self.batch_model, self.path = batch_model, path
+        self.every_s = MEMO_SAVE_S if every_s is None else every_s
+        self._size, self._at = len(batch_model), time.monotonic()
+
+    def __call__(self) -> None:
+        n, now = len(self.batch_model), time.monotonic()
+        if n != self._size and now - self._at >= self.every_s:
+            self.batch_model.save(self.path)
+            self._size, self._at = n, now
+
+
 def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str | None = None,
                      progress: bool = True, no_limit: bool = False):
     """`swansim.federated.fleet.run_fleet` with the policies on the batch model: the memo is loaded
@@ -283,7 +307,8 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
         population = build_population(config)   # a bad trace fails here, before the prefill
         bm.prefill(likely_keys(sorted(set(population.devices)), config.model), jobs, progress)
         bm.save(memo_path)
-        result = run_validated(config, costs, out, population, jobs, dask_address, progress)
+        result = run_validated(config, costs, out, population, jobs, dask_address, progress,
+                               on_round=MemoSaver(bm, memo_path))
         bm.save(memo_path)   # merged: what every worker simulated on the way
         add_to_manifest(out, [memo_path.name])
     return result, bm
