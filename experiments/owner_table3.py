@@ -9,9 +9,9 @@ idle phone, and 30 s later the owner picks the phone up and runs the Work-like b
 about ten minutes, as long as PCMark's Work test (the app table's passes of its script; Swan
 takes requests only on an idle phone: the one under way runs on, under its adaptation, and
 then it trains no more until the owner is done); the drop is against the same phone running
-the benchmark alone (positive: the owner loses). Printed: every cell, each phone's mean over the tasks, and Swan's drop as a
-share of the default's. experiments/swan_request_reading.py shows Swan's drop under the other
-reading of its monitoring rule.
+the benchmark alone (positive: the owner loses). Printed: every cell, each phone's mean over
+the tasks, and Swan's drop as a share of the default's. experiments/swan_request_reading.py
+shows Swan's drop under the other reading of its monitoring rule.
 
     .venv/bin/python experiments/owner_table3.py [--jobs N] [--devices a,b] [--models a,b]
                                                             # -> results/owner_table3/
