@@ -60,6 +60,13 @@ def test_table_refuses_a_figure_without_source_or_out_of_range(tmp_path: Path):
     (tmp_path / "b.toml").write_text(bad)
     with pytest.raises(InputError, match=r"categories\.messaging\.frame_sigma"):
         load_app_table(tmp_path / "b.toml")
+    for i, (old, new, field) in enumerate([("passes = 25\n", "passes = 0\n", r"benchmark\.passes"),
+                                           ("passes = 25\n", "passes = 2.5\n", r"benchmark\.passes"),
+                                           ('passes = "derived: UL', 'x = "derived: UL', r"benchmark\.sources\.passes"),
+                                           ("[benchmark]\n", "[benchmarks]\n", r"benchmark")]):
+        (tmp_path / f"c{i}.toml").write_text(text.replace(old, new, 1))
+        with pytest.raises(InputError, match=field):
+            load_app_table(tmp_path / f"c{i}.toml")
 
 
 # ---------------------------------------------------------------- ux metrics
