@@ -19,8 +19,9 @@ Rows (``experiments/calibration/ledger.csv``):
 Residuals: ``predicted / target - 1`` for times and normalised values, ``predicted - target``
 (percentage points) for Fig. 3. The run takes minutes (Fig. 2: 44 simulated choices; Fig. 3:
 seven ten-minute benchmark runs, 12 min with ``--jobs 1`` on shared cores); ``--skip-fig3``
-keeps the Fig. 3 rows of the existing ledger. It then rewrites the README's "How close to the paper" table from the ledger it wrote
-(`swansim.dnn.calibrate.closeness_markdown`; tests/test_readme.py keeps the two in step).
+keeps the Fig. 3 rows of the existing ledger. It then rewrites the README's "How close to the
+paper" table from the ledger it wrote (`swansim.dnn.calibrate.closeness_markdown`;
+tests/test_readme.py keeps the two in step).
 """
 from __future__ import annotations
 

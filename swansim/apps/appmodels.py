@@ -143,6 +143,10 @@ class AppTable:
     path: Path
     passes: int   # the Work-like benchmark runs its script this often (table ``benchmark``)
 
+    def benchmark_passes(self, passes: int | None = None) -> int:
+        """How often the Work-like benchmark runs its script: ``passes``, or the table's (None)."""
+        return self.passes if passes is None else passes
+
     def app(self, env: simpy.Environment, sched: Scheduler, spec: DeviceSpec, category: str, recorder: UxRecorder,
             seed: int, name: str | None = None, load_scale: float = 1.0) -> "App":
         """A session of ``category`` on a phone, with the table's Android nice values and memory

@@ -136,7 +136,7 @@ def run_workbench(spec: DeviceSpec, config: DeviceConfig, background: Background
     dev = Device(spec, replace(config, screen_on=True, placement=placement))
     job = background(dev) if background is not None else None
     rec = UxRecorder()
-    steps = script(table.tasks, seed, table.passes if passes is None else passes)
+    steps = script(table.tasks, seed, table.benchmark_passes(passes))
     bench = WorkBench(dev.env, dev.sched, dev.spec, steps, table.android, rec,
                       start_s=warmup_s if job is not None else 0.0, memory=table.memory)
     dev.env.run(until=bench.done)
@@ -158,7 +158,7 @@ def _reference(device: str, passes: int, seed: int, placement: str) -> tuple[tup
 def reference_times(device: str = "pixel3", passes: int | None = None, seed: int = 0,
                     placement: str = AUTO) -> pd.Series:
     """Per-task times of the benchmark alone on ``device`` (cached): the score's yardstick."""
-    passes = load_app_table().passes if passes is None else passes   # one cache entry per run, however asked
+    passes = load_app_table().benchmark_passes(passes)   # one cache entry per run, however it was asked for
     return pd.Series(dict(_reference(device, passes, seed, placement)), name="time_s")
 
 

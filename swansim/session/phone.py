@@ -205,8 +205,7 @@ class _Phone:
             self.player = TracePlayer(dev.env, dev.sched, dev.spec, usage.sessions, dev.config.seed, table=table,
                                       recorder=self.rec, set_screen=self.set_screen, until_s=cfg.duration_s)
         if usage.bench_at_s is not None:
-            passes = table.passes if cfg.bench_passes is None else cfg.bench_passes
-            steps = script(table.tasks, cfg.seed, passes)
+            steps = script(table.tasks, cfg.seed, table.benchmark_passes(cfg.bench_passes))
             self.bench = WorkBench(dev.env, dev.sched, dev.spec, steps, table.android, self.rec,
                                    start_s=usage.bench_at_s, memory=table.memory)
             dev.env.process(self._bench_session(usage.bench_at_s))
