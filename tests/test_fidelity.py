@@ -217,6 +217,41 @@ def test_an_idle_little_cpu_takes_a_big_task_that_shares_a_big_cpu():
     assert sorted(h.cpu for h in hogs) == [0, 4, 5, 6, 7]
 
 
+@pytest.mark.parametrize("duty", [0.25, 1.0])
+def test_core_ctl_counts_work_interleaved_with_sleep_at_its_duty(duty):
+    """sched_avg.c averages nr_running over enqueues and dequeues, so a thread that sleeps
+    three quarters of the time counts a quarter of a task: the S10e's prime CPU (task_thres 1,
+    min_cpus 0, busy_up 60%) is isolated under it, and kept online under a thread always running."""
+    dev = _device("galaxy-s10e")
+    prime = dev.spec.soc.ranked_clusters[-1].cpus[0]
+    t = dev.sched.spawn("sleepy", affinity=(prime,))
+    k = dev.platform.cluster_of_cpu[prime]
+    speed = _speed(dev)
+    rate_cpu = dev.platform.freq_mhz[k] * 1e6 * speed[k]
+    dev.sched.run(t, 1e15, speed, idle_s_per_unit=(1.0 / duty - 1.0) / rate_cpu)
+    _periodic(dev, dev.sched.spawn("mover", affinity=(0, 1)), 0.2)   # unpinned: windows keep rolling
+    dev.run(1.0)
+    assert (prime in dev.sched.placement.isolated()) == (duty < 1.0)
+
+
+@pytest.mark.parametrize("overutilized", [False, True])
+def test_an_idle_gold_cpu_pulls_from_a_little_one_only_when_a_cpu_is_overutilized(overutilized):
+    """Two light tasks waking together pack onto little CPU 0 (their only little CPU; the gold
+    ones are idle). Below the tipping point the energy-aware balancer never pulls towards more
+    capacity (msm-4.14 find_busiest_group), so they stay; once a CPU is over-utilized (a hog
+    pinned to little CPU 1) it balances as usual and an idle gold CPU takes one."""
+    dev = _device("galaxy-s10e")
+    if overutilized:
+        _hog(dev, "hog", affinity=(1,))
+    bigger = dev.spec.soc.big_cpus
+    tasks = [dev.sched.spawn(f"light{i}", affinity=(0, *bigger)) for i in range(2)]
+    for t in tasks:
+        _periodic(dev, t, 0.2)
+    seen = [_trace(dev, t) for t in tasks]
+    dev.run(1.0)
+    assert any(c in bigger for trace in seen for at, c in trace if at > 0.5) == overutilized
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.floats(0.0, 0.5), st.lists(st.sampled_from([0.0, 0.3, 0.9, 1.0]), min_size=8, max_size=8),
                           st.lists(st.integers(0, 2), min_size=8, max_size=8), st.integers(0, 7)),
@@ -239,7 +274,7 @@ def test_core_ctl_windows_closed_at_once_are_the_windows_closed_one_by_one(plans
         misfit = [int(c == misfit_cpu and nr[c] > 0) for c in range(8)]
         for cc, ws, steady in ((fast[0], fast[1], lambda cc=fast[0]: cc.steady), (slow[0], slow[1], lambda: False)):
             ws.advance(t, cc.evaluate, steady)
-            ws.set_plan(t, busy, nr, misfit)
+            ws.set_plan(t, busy, nr, misfit, nr)
         assert fast[1].window == slow[1].window and fast[1].t == slow[1].t
         assert fast[0].isolated == slow[0].isolated and fast[0].n_changes == slow[0].n_changes
         for a, b in zip(fast[0].clusters, slow[0].clusters):
@@ -409,8 +444,8 @@ def test_rk3588_second_a76_domain_is_not_a_prime_core(cat):
 FIG3_TODAY = {
     ("pixel3", "shufflenet_v2_x2_0"): 36.23,
     ("pixel3", "mobilenet_v2"): 38.05,
-    ("galaxy-s10e", "resnet34"): 53.76,
-    ("galaxy-s10e", "shufflenet_v2_x2_0"): -5.27,
+    ("galaxy-s10e", "resnet34"): 54.42,
+    ("galaxy-s10e", "shufflenet_v2_x2_0"): 7.78,
 }
 # The same over one pass of the script (24 s of benchmark): a depthwise default's batch lasts
 # seconds to tens of seconds, so one pass sees a part of a batch (18.2% against 36.2% for the
@@ -418,8 +453,8 @@ FIG3_TODAY = {
 FIG3_ONE_PASS = {
     ("pixel3", "shufflenet_v2_x2_0"): 18.169,
     ("pixel3", "mobilenet_v2"): 22.822,
-    ("galaxy-s10e", "resnet34"): 40.753,
-    ("galaxy-s10e", "shufflenet_v2_x2_0"): -6.916,
+    ("galaxy-s10e", "resnet34"): 39.603,
+    ("galaxy-s10e", "shufflenet_v2_x2_0"): 8.856,
 }
 # A point reproduces the paper if it is within 5 points of it (one run's drop moves by a few
 # points from seed to seed: runs/ux.py).
@@ -435,9 +470,8 @@ FIG3_MISSING = {
     ("pixel3", "shufflenet_v2_x2_0"): _POLLING + "; and " + _DEPTHWISE_TEAM,
     ("pixel3", "mobilenet_v2"): _POLLING + "; and " + _DEPTHWISE_TEAM,
     ("galaxy-s10e", "resnet34"): _POLLING,
-    ("galaxy-s10e", "shufflenet_v2_x2_0"): _DEPTHWISE_TEAM + "; it sleeps on the little cores, and the benchmark's UI "
-                                           "thread, skipping the busy little CPUs, runs on idle gold cores and is "
-                                           "faster than alone, where it starts on a little one",
+    ("galaxy-s10e", "shufflenet_v2_x2_0"): _DEPTHWISE_TEAM + "; its threads sleep most of each batch on the little "
+                                           "cores, so the benchmark shares them with a light load",
 }
 
 

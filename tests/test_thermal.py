@@ -44,6 +44,8 @@ def test_the_init_scripts_floor_holds_an_idle_domain_and_a_thermal_cap_below_it_
     assert dev.platform.freq_mhz[0] == 403.2                   # the cap wins over the floor
     little.set_limit("kernel", little.fmax_mhz)
     assert dev.platform.freq_mhz[0] == 672.0
+    little.set_floor(1000.0)                                   # scaling_min_freq: the OPP at or above
+    assert little.min_mhz == dev.platform.freq_mhz[0] == min(f for f in little.opps_mhz if f >= 1000.0)
 
 
 def pixel3_with_ipa():

@@ -133,6 +133,13 @@ class CpufreqPolicy:
         below the floor wins (cpufreq_set_policy lowers policy->min to policy->max)."""
         return min(max(freq_mhz, self.min_mhz), self.cap_mhz)
 
+    def set_floor(self, min_freq_mhz: float) -> None:
+        """scaling_min_freq: the floor becomes the OPP at or above ``min_freq_mhz`` and the
+        governor re-decides at once."""
+        self.governor.catch_up()
+        self.min_mhz = opp_at_or_above(self.opps_mhz, min_freq_mhz)
+        self.governor.limits_changed()
+
     def set_cap(self, cap_mhz: float) -> None:
         """The kernel's thermal limit (its cooling device); see `set_limit`."""
         self.set_limit(KERNEL, cap_mhz)

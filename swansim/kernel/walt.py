@@ -15,7 +15,8 @@ plans), so `WaltDemand.advance` brings a task's windows up to date in closed for
 
 **core_ctl** (msm kernel/sched/core_ctl.c): at every window rollover, per cluster with core_ctl
 tunables, the CPUs whose frequency-scaled busy share of the window is above ``busy_up_pct`` are
-needed (they stay needed until below ``busy_down_pct``); the task counts may ask for more
+needed (they stay needed until below ``busy_down_pct``); the task counts (averaged over the
+window, so work interleaved with sleep counts at its duty) may ask for more
 (``task_thres``, the previous cluster's overflow ``nr_prev_assist_thresh``, one more CPU when
 more tasks than needed CPUs ran); the need is clamped to ``min_cpus``..all; CPUs come back at
 once when the need rises and are isolated, idle ones first, only after the need has stayed
@@ -41,6 +42,11 @@ if TYPE_CHECKING:   # types only: kernel.sched never imports this module, kernel
 NR_THRESHOLD = 0.15
 # core_ctl.c MAX_NR_THRESHOLD: more tasks than this on one CPU in a window asks for one more CPU.
 MAX_NR_THRESHOLD = 4
+# A CPU is over-utilized when its utilisation (WALT: the summed demand of its runnable tasks)
+# exceeds capacity x 1024 / sched_capacity_margin_up[cpu] (msm-4.14/4.19 fair.c
+# __cpu_overutilized); the init scripts' sched_upmigrate sets that margin for every cluster but
+# the biggest, which keeps the kernel's 1078 (~95%).
+DEFAULT_MARGIN_UP_SHARE = 1024.0 / 1078.0
 
 
 class TaskDemand:
@@ -220,24 +226,26 @@ class WindowStats:
     def __init__(self, n: int, window_s: float):
         self.n, self.W = n, window_s
         self.window, self.t = 0, None
-        self.busy, self.nr, self.misfit = [0.0] * n, [0] * n, [0] * n
+        self.busy, self.nr, self.misfit = [0.0] * n, [0.0] * n, [0.0] * n
+        self.peak = [0] * n        # runnable tasks at the plan's peaks (nr_max)
         self._plan_s = -math.inf   # when the present plan began
         self._reset()
 
     def _reset(self) -> None:
         n = self.n
         self.acc_busy, self.acc_nr, self.acc_mis = [0.0] * n, [0.0] * n, [0.0] * n
-        self.nr_max = list(self.nr)
+        self.nr_max = list(self.peak)
 
-    def set_plan(self, now: float, busy: list[float], nr: list[int], misfit: list[int]) -> None:
+    def set_plan(self, now: float, busy: list[float], nr: list[float], misfit: list[float],
+                 peak: list[int]) -> None:
         """From ``now`` (windows closed up to it), the plan's per-CPU busy share (scaled by
-        f/f_max), runnable and misfit counts."""
+        f/f_max), time-averaged runnable and misfit counts, and runnable tasks at its peaks."""
         if now > self.t:
             self._add(now - self.t)
             self.t = now
         self._plan_s = now
-        self.busy, self.nr, self.misfit = busy, nr, misfit
-        self.nr_max = [max(a, b) for a, b in zip(self.nr_max, nr)]
+        self.busy, self.nr, self.misfit, self.peak = busy, nr, misfit, peak
+        self.nr_max = [max(a, b) for a, b in zip(self.nr_max, peak)]
 
     def _add(self, dt: float) -> None:
         for c in range(self.n):
@@ -303,10 +311,17 @@ class WaltPlacement:
       (check_for_migration / misfit load balance); a CPU running two tasks gives one to an idle
       CPU where it fits (newidle balance) and, when no task moved that way, to any idle CPU
       (the balancer's retry without LBF_IGNORE_BIG_TASKS, `_balance`): OpenBLAS's spinning
-      workers two to a big CPU spread onto idle little CPUs. The balance runs until nothing
-      moves, so a plan with the same threads on the same cores in the same window is already
-      placed (a thread that ends its work and spins at a barrier keeps its CPU) and is not
-      placed again.
+      workers two to a big CPU spread onto idle little CPUs. While no CPU is over-utilized
+      (its tasks' demand above capacity x 1024/sched_capacity_margin_up, i.e. its upmigrate
+      share) the energy-aware balancer only lets a CPU pull from one of no less capacity
+      (find_busiest_group's energy-aware bail-out, read in msm-4.14 Planet-X/
+      android_kernel_oneplus_sm8150@2498885a, msm-4.19 PixelExperiencePlus/
+      android_kernel_oneplus_sm8250@02a9276a and Android 4.9 PixelOS-Bluecross/
+      kernel_google_crosshatch@79dc4403, which orders by cpu_max_power_cost): an idle gold CPU
+      does not take a light task off a shared little CPU; the wake-up placement decides. The
+      balance runs until nothing moves, so a plan with the same threads on the same cores in
+      the same window is already placed (a thread that ends its work and spins at a barrier
+      keeps its CPU) and is not placed again.
 
     Demand changes only when a window closes, so the kernel's window rollover is one timer,
     armed only while some unpinned thread is runnable (only those can move) - never per
@@ -353,6 +368,9 @@ class WaltPlacement:
         n_b = len(ranked) - 1
         self.up = [x / 100.0 for x in self.kernel.upmigrate_pct][:n_b]
         self.down = [x / 100.0 for x in self.kernel.downmigrate_pct][:n_b]
+        # per CPU, the utilisation above which it is over-utilized (`_overutilized`)
+        self._tipping = [self.cap[c] * (self.up[r] if r < self.top else DEFAULT_MARGIN_UP_SHARE)
+                         for c, r in enumerate(self.rank)]
         names = {p.clusters[k].name: r for r, k in enumerate(ranked)}
         params = [None] * len(ranked)
         if self._core_ctl_on:
@@ -575,6 +593,10 @@ class WaltPlacement:
         movable.sort(key=lambda t: (-dem[t.tid], t.tid))
         return movable
 
+    def _overutilized(self, util) -> bool:
+        """Some CPU's utilisation (its tasks' summed demand) is above its tipping point."""
+        return any(u > x for u, x in zip(util, self._tipping))
+
     def _balance(self, movable, dem, iso, count, util, load, seen_count, redo: bool = False) -> bool:
         """Misfit pull by an idle bigger CPU, and an idle CPU taking a task from a shared one;
         True if a task moved. ``movable``: `_movable` now. ``redo``: the load balancer's second
@@ -601,7 +623,12 @@ class WaltPlacement:
                     dest = min(pool, key=lambda c: (self.rank[c], c)) if fit else max(pool, key=lambda c: (self.rank[c], -c))
             if dest is None and count[c0] > 1:
                 # an idle sibling pulls a queued task whatever its demand (newidle balance in the
-                # cluster's MC domain; can_migrate_task only refuses the running one)
+                # cluster's MC domain; can_migrate_task only refuses the running one). An
+                # energy-aware system below its tipping point never pulls towards more capacity
+                # (msm-4.14 find_busiest_group: !sd_overutilized and capacity_local >
+                # capacity_busiest -> out_balanced)
+                if not self._overutilized(util):
+                    idle = [c for c in idle if self.rank[c] <= r0]
                 fit = [c for c in idle if self.rank[c] == r0] or \
                       [c for c in idle if self.fits(d, self.rank[c], r0) and self.rank[c] >= r0] or \
                       [c for c in idle if self.fits(d, self.rank[c], r0)] or (idle if redo else [])
@@ -681,17 +708,22 @@ class WaltPlacement:
             self._rate = new
         if self.core_ctl.enabled:
             n = p.n_cpus
-            nr, misfit = [0] * n, [0] * n
+            # sched_avg.c averages nr_running over time from every enqueue and dequeue: work
+            # interleaved with sleep is on the runqueue only its duty share of the time (and
+            # reaches one task at its peaks)
+            nr, misfit, peak = [0.0] * n, [0.0] * n, [0] * n
             for t in sched._runnable:
-                nr[t.cpu] += 1
+                share = t.duty if t.idle_s_per_unit > 0.0 else 1.0
+                nr[t.cpu] += share
+                peak[t.cpu] += 1
                 if len(t.affinity) > 1 and t.tid in rec and self._misfit(t, self._record(t, now).demand):
-                    misfit[t.cpu] += 1
+                    misfit[t.cpu] += share
             busy = sched.busy_now
             busy = [busy[c] * freq[cl[c]] / fmax[cl[c]] for c in range(n)]
             st = self._stats
-            if busy != st.busy or nr != st.nr or misfit != st.misfit:   # else the window goes on as it was
+            if busy != st.busy or nr != st.nr or misfit != st.misfit or peak != st.peak:   # else the window goes on
                 self._roll(now)
-                st.set_plan(now, busy, nr, misfit)
+                st.set_plan(now, busy, nr, misfit, peak)
         if self._timer_at == math.inf and any(len(t.affinity) > 1 for t in sched._runnable):
             self._arm(now)
 

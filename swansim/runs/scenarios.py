@@ -118,6 +118,19 @@ class DenseLoad:
 
 
 @dataclass(frozen=True)
+class HeldClock:
+    """No training: the smallest cluster's floor (scaling_min_freq) raised to its top OPP, as a
+    thread that keeps one of its cores busy holds the cluster's one clock - that thread's effect
+    on the cluster's other cores, without the thread (experiments/ux_raise.py)."""
+
+    def __call__(self, dev: Device) -> None:
+        soc = dev.spec.soc
+        policy = dev.cpufreq[soc.clusters.index(soc.little)]
+        policy.set_floor(policy.fmax_mhz)
+        return None
+
+
+@dataclass(frozen=True)
 class WorkRun:
     """One benchmark run: its score, per-task times and the frames it drew."""
 
