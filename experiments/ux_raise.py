@@ -9,7 +9,8 @@ or two on the Snapdragon 855/865 phones. This runs, per phone, the benchmark
   little1          ResNet-34 training pinned to the first little core (as `ux`)
   default          PyTorch's default training MobileNetV2 (as `ux`)
 
-and prints each drop against "alone" (positive: the owner loses). If "held clock" gains at
+and prints each drop against "alone" (positive: the owner loses); ``drops.csv`` and
+``drops.png`` go under ``--out``. If "held clock" gains at
 least what "little1" gains, the raise is the shared clock: the benchmark's threads on the other
 little cores run at the clock the training holds up, and, as WALT scales a task's demand by
 its clock, they look bigger and move up to the gold cores sooner.
@@ -38,8 +39,8 @@ DEVICES = ("galaxy-s10e", "oneplus8", "pixel3")
 ROWS = {
     "alone": None,
     "held clock": HeldClock(),
-    "little1": TrainingBackground("resnet34", "little1"),
-    "default": TrainingBackground("mobilenet_v2", "pytorch-default"),
+    "little1 (ResNet-34)": TrainingBackground("resnet34", "little1"),
+    "default (MobileNetV2)": TrainingBackground("mobilenet_v2", "pytorch-default"),
 }
 
 
@@ -70,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     alone = table[table["background"] == "alone"].set_index("device")["score"]
     table["drop_pct"] = [score_drop_pct(alone[d], s) for d, s in zip(table["device"], table["score"])]
     write_csv(table, out / "drops.csv")
-    write_manifest(out, vars(args), seed=0, files=["drops.csv"])
+    from swansim.plots import ux_drops
+    bars = table.assign(model="", placement=table["background"].where(table["background"] != "alone", "none"),
+                        seeds=1, drop_min_pct=table["drop_pct"], drop_max_pct=table["drop_pct"], paper_drop_pct=None)
+    ux_drops(bars, out / "drops.png", title="Work-like score drop against the benchmark alone")
+    write_manifest(out, vars(args), seed=0, files=["drops.csv", "drops.png"])
     wide = table.pivot(index="device", columns="background", values="drop_pct").reindex(index=devices,
                                                                                       columns=list(ROWS))
     print("Work-like score drop, % (positive: the owner loses)")

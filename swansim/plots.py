@@ -156,7 +156,8 @@ def thermal_summary(timelines: dict[tuple[str, str], pd.DataFrame], loads: Seque
 # -- user experience ----------------------------------------------------------------------------
 
 
-def ux_drops(drops: pd.DataFrame, path: Path) -> Path:
+def ux_drops(drops: pd.DataFrame, path: Path,
+             title: str = "Work-like score drop, training in the background") -> Path:
     """Mean Work-like drop per phone and background, its range over the seeds as an error bar,
     the paper's Fig. 3 drops as black lines."""
     plt = _plt()
@@ -175,11 +176,12 @@ def ux_drops(drops: pd.DataFrame, path: Path) -> Path:
         for x, p in zip(xs, sub["paper_drop_pct"]):
             if pd.notna(p):
                 ax.plot([x - width / 2, x + width / 2], [p, p], color="black", lw=2)
-    ax.plot([], [], color="black", lw=2, label="Swan paper Fig. 3")
+    if df["paper_drop_pct"].notna().any():
+        ax.plot([], [], color="black", lw=2, label="Swan paper Fig. 3")
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_xticks(range(len(devices)), devices)
     ax.set_ylabel("Work-like score drop (%)")
-    ax.set_title("Work-like score drop, training in the background")
+    ax.set_title(title)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # off the bars and the zero line
     return _save(fig, path, dpi=120)
 
