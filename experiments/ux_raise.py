@@ -6,14 +6,14 @@ or two on the Snapdragon 855/865 phones. This runs, per phone, the benchmark
   alone            nothing else on the phone (the yardstick)
   held clock       no training, but the little cluster's floor (scaling_min_freq) at its top OPP:
                    what a thread that keeps one little core busy does to the cluster's one clock
-  little1          ResNet-34 training pinned to the first little core (as `ux`)
-  default          PyTorch's default training MobileNetV2 (as `ux`)
+  little1 (ResNet-34)     ResNet-34 training pinned to the first little core (as `ux`)
+  default (MobileNetV2)   PyTorch's default training MobileNetV2 (as `ux`)
 
 and prints each drop against "alone" (positive: the owner loses); ``drops.csv`` and
-``drops.png`` go under ``--out``. If "held clock" gains at
-least what "little1" gains, the raise is the shared clock: the benchmark's threads on the other
-little cores run at the clock the training holds up, and, as WALT scales a task's demand by
-its clock, they look bigger and move up to the gold cores sooner.
+``drops.png`` go under ``--out``. If "held clock" gains at least what "little1" gains, the
+raise is the shared clock: the benchmark's threads on the other little cores run at the clock
+the training holds up, and, as WALT scales a task's demand by its clock, they look bigger and
+move up to the gold cores sooner.
 
     .venv/bin/python experiments/ux_raise.py [--devices galaxy-s10e,oneplus8,pixel3]
         [--passes N] [--jobs 2] [--out results/ux_raise]
