@@ -206,6 +206,9 @@ def print_summary(drops: pd.DataFrame, janks: pd.DataFrame) -> None:
         paper = f"{r.paper_drop_pct:.1f}" if pd.notna(r.paper_drop_pct) else "-"
         rng = f" {f'{r.drop_min_pct:.1f}..{r.drop_max_pct:.1f}':>16}" if n > 1 else ""
         print(f"{r.device:<14} {label:<32} {r.score:>7.0f} {r.drop_pct:>7.1f}{rng} {paper:>8} {r.bench_jank_pct:>7.2f}")
+    if (drops["drop_pct"] < 0).any():
+        print("A negative drop is a gain. Where it comes from on the SD855/SD865 phones (the little cluster's "
+              "one clock, held up by the training): experiments/ux_raise.py.")
     if len(janks):
         print(f"\n{'device':<14} {'app':<10} {'training':<24} {'frames':>7} {'jank %':>7} {'p95 ms':>7}")
         for r in janks.itertuples():
