@@ -49,6 +49,12 @@ MAX_NR_THRESHOLD = 4
 DEFAULT_MARGIN_UP_SHARE = 1024.0 / 1078.0
 
 
+def _on_cpu_share(t: Thread) -> float:
+    """The share of its runnable time ``t`` is on its CPU: its duty for work interleaved with
+    sleep (kernel.sched), else all of it - what WALT's demand and sched_avg's counts see."""
+    return t.duty if t.idle_s_per_unit > 0.0 else 1.0
+
+
 class TaskDemand:
     """One task's WALT state: the window its sum belongs to, the sum, the closed windows, and
     when it last ran (``ran``: the end of its last runnable stretch brought up to date);
@@ -694,8 +700,7 @@ class WaltPlacement:
         now = sched.env.now
         cl, freq, fmax, cap = p.cluster_of_cpu, p.freq_mhz, self._fmax, self.cap
         old = self._rate
-        new = {t.tid: (t.duty if t.idle_s_per_unit > 0.0 else 1.0) * cap[t.cpu] * freq[cl[t.cpu]] / fmax[cl[t.cpu]]
-               for t in sched._runnable}
+        new = {t.tid: _on_cpu_share(t) * cap[t.cpu] * freq[cl[t.cpu]] / fmax[cl[t.cpu]] for t in sched._runnable}
         rec = self._rec
         if new != old:
             for tid, r in new.items():
@@ -713,7 +718,7 @@ class WaltPlacement:
             # reaches one task at its peaks)
             nr, misfit, peak = [0.0] * n, [0.0] * n, [0] * n
             for t in sched._runnable:
-                share = t.duty if t.idle_s_per_unit > 0.0 else 1.0
+                share = _on_cpu_share(t)
                 nr[t.cpu] += share
                 peak[t.cpu] += 1
                 if len(t.affinity) > 1 and t.tid in rec and self._misfit(t, self._record(t, now).demand):

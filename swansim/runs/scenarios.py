@@ -127,7 +127,6 @@ class HeldClock:
         soc = dev.spec.soc
         policy = dev.cpufreq[soc.clusters.index(soc.little)]
         policy.set_floor(policy.fmax_mhz)
-        return None
 
 
 @dataclass(frozen=True)
