@@ -236,6 +236,37 @@ def test_held_leakage_follows_temperature():
     assert p.total_power_w == pytest.approx(0.02 * len(leak), rel=1e-9)
 
 
+def test_a_held_stretch_in_long_steps_ends_where_fine_steps_do(monkeypatch):
+    """A phone heating from ambient under a held training power: `Device.integrate_held`'s long
+    steps, each with its leakage at the clusters' mean temperatures over it, end where 20 ms steps
+    with the leakage following every 0.001 C do (energy, every node's temperature)."""
+    import swansim.hw.platform as platform_module
+
+    def heated(fine: bool) -> Device:
+        dev = Device(PIXEL3, DeviceConfig(thermal_governor="off"))
+        # a dense load on the big cores: each 0.3 W dynamic and 0.05 W leakage (at ambient)
+        watts = np.array([(0.3 if n.endswith("dynamic") else 0.05) if n.split(".")[0] in ("cpu4", "cpu5", "cpu6", "cpu7")
+                          else 0.3 if n == "big.cluster" else 0.0 for n in dev.platform.component_names])
+        dev.sched.sync()
+        dev.platform.hold(watts, PIXEL3.ambient_c)
+        if fine:
+            while dev.env.now < 600.0:
+                dev.env.advance_to(min(600.0, dev.env.now + 0.02))
+                dev.sched.sync()
+        else:
+            dev.integrate_held(600.0)
+        dev.sched.sync()
+        return dev
+
+    coarse = heated(False)
+    monkeypatch.setattr(platform_module, "HELD_LEAK_STEP_C", 0.001)
+    fine = heated(True)
+    assert coarse.platform.temp_c("big") > PIXEL3.ambient_c + 20   # the leakage did move
+    # (leakage held at each step's start, in the 0.25 C steps that came before: -0.21%, 0.10 C)
+    assert coarse.platform.total_energy_j == pytest.approx(fine.platform.total_energy_j, rel=3e-4)
+    assert coarse.platform.thermal.temp_c == pytest.approx(fine.platform.thermal.temp_c, abs=0.08)
+
+
 def test_a_landscape_is_the_same_over_one_or_two_processes():
     from swansim.runs.landscape import landscape_frame
 

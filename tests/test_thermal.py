@@ -127,6 +127,27 @@ def test_temperature_bounds_hold_over_the_whole_stretch(name, before_w, during_w
         assert all(-1e-9 <= y - x <= r + 1e-9 for x, y, r in zip(temps, net.temp_c, rise))
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(PHONES), st.lists(st.floats(0.0, 6.0), min_size=12, max_size=12),
+       st.lists(st.floats(0.0, 6.0), min_size=12, max_size=12), st.floats(0.0, 600.0), st.floats(0.01, 900.0))
+def test_mean_temperature_over_a_held_stretch_is_the_time_average(name, before_w, during_w, warm_s, dt_s):
+    """`ThermalNetwork.mean_c` (the fast-forward's leakage over a long step) is the time average
+    of every node's temperature over [0, dt] at a held power: the heat balance integrated over
+    the stretch, C (T(dt) - T(0)) = P dt - G (mean - ambient) dt, gives the same; and the mean
+    lies within `range_c`'s bounds."""
+    net = device(CAT.device(name)).platform.thermal
+    n = len(net.nodes)
+    net.step(warm_s, before_w[:n])
+    t0 = net.temp_c.copy()
+    mean = net.mean_c(dt_s, during_w[:n], range(n))
+    lo, hi = net.range_c(dt_s, during_w[:n])
+    net.step(dt_s, during_w[:n])
+    heat_w = np.array(during_w[:n]) - net.capacity_j_per_k * (net.temp_c - t0) / dt_s
+    balance = net.ambient_c + np.linalg.solve(net.conductance_w_per_k, heat_w)
+    assert mean == pytest.approx(balance.tolist(), abs=1e-6)
+    assert all(a - 1e-9 <= m <= b + 1e-9 for a, m, b in zip(lo, mean, hi))
+
+
 @pytest.mark.parametrize("name", sorted(CAT.devices))
 def test_ipa_power_estimate_rises_with_the_opp(name):
     """IPA's power_to_freq bisects the OPPs: its estimate must rise with frequency at any load

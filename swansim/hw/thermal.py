@@ -118,6 +118,14 @@ class ThermalNetwork:
         self._z = [s + math.exp(-r * dt_s) * (z - s) for s, r, z in zip(z_ss, self._rates, self._z)]
         self._temp = None
 
+    def mean_c(self, dt_s: float, power_w: Sequence[float], nodes: Sequence[int]) -> list[float]:
+        """The mean temperature of each node in ``nodes`` (indices) over the next ``dt_s`` with
+        ``power_w`` held: each mode's exponential averaged in closed form."""
+        p = list(power_w)
+        z_ss = [sum(map(mul, row, p)) for row in self._gain_rows]
+        mean = [s + (z - s) * (-math.expm1(-r * dt_s) / (r * dt_s)) for s, r, z in zip(z_ss, self._rates, self._z)]
+        return [self.ambient_c + sum(map(mul, self._v_rows[i], mean)) for i in nodes]
+
     def range_c(self, dt_s: float, power_w: Sequence[float]) -> tuple[list[float], list[float]]:
         """Lower and upper bounds on every node's temperature over the next ``dt_s`` with
         ``power_w`` held: a node's temperature is its steady state plus one exponential per

@@ -146,7 +146,10 @@ class CpufreqPolicy:
 
     def set_limit(self, party: str, cap_mhz: float) -> None:
         """``party``'s frequency limit; the cap becomes the OPP at or below the lowest limit and
-        the governor re-decides at once."""
+        the governor re-decides at once. A limit set again unchanged changes nothing (a thermal
+        zone sets its limits at every poll)."""
+        if self.limits_mhz.get(party) == cap_mhz:
+            return
         self.governor.catch_up()   # decisions left for later were taken under the old cap
         self.limits_mhz[party] = cap_mhz
         cap = opp_at_or_below(self.opps_mhz, min(self.limits_mhz.values()))
