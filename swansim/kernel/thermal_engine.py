@@ -129,9 +129,10 @@ class ThermalEngine:
             if got[0] < want.get(d, (math.inf,))[0]:
                 want[d] = got
         for d, policy in enumerate(self.zone.policies):
-            cap, sensor, t = want.get(d, (policy.fmax_mhz, "", math.nan))
-            cap = min(cap, policy.fmax_mhz)
-            if policy.limits_mhz.get(ENGINE, policy.fmax_mhz) != cap:
+            fmax = policy.fmax_mhz
+            cap, sensor, t = want.get(d, (fmax, "", math.nan))
+            cap = min(cap, fmax)
+            if policy.limits_mhz.get(ENGINE, fmax) != cap:
                 rising = sensor in self.last_c and t > self.last_c[sensor]
                 self.zone.limit(d, cap, ENGINE, t, rising)
         self.last_c.update(temps)

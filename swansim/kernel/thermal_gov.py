@@ -219,6 +219,8 @@ class ThermalZone:
         """Set ``party``'s limit on domain ``d``; a change of the cap in force is logged and
         told to the listeners, whoever made it (one log for the kernel's and the engine's caps)."""
         p = self.policies[d]
+        if p.limits_mhz.get(party) == cap_mhz:
+            return   # set again unchanged (`CpufreqPolicy.set_limit`): nothing moves
         old = p.cap_mhz
         p.set_limit(party, cap_mhz)
         if p.cap_mhz != old:
@@ -249,21 +251,25 @@ class StepWise(ThermalZone):
         return self.temp_c >= first or any(any(s) for s in self.state)
 
     def throttle(self, temp_c: float) -> None:
+        rising = self.rising
+        deepest = [0] * len(self.policies)   # per domain, the most steps any trip asks for
         for i, tp in enumerate(self.passive_trips):
             threshold = tp.temp_c - tp.hysteresis_c if self.crossed[i] else tp.temp_c
             hot = temp_c >= threshold
             self.crossed[i] = hot
+            state = self.state[i]
             for d in self.domains:
-                s = self.state[i][d]
-                if hot and self.rising:
+                s = state[d]
+                if hot and rising:
                     s = min(s + 1, len(self.policies[d].opps_mhz) - 1)
-                elif not hot and not self.rising:
+                elif not hot and not rising:
                     s = max(s - 1, 0)
-                self.state[i][d] = s
+                state[d] = s
+                if s > deepest[d]:
+                    deepest[d] = s
         for d in self.domains:
-            deepest = max((self.state[i][d] for i in range(len(self.passive_trips))), default=0)
             opps = self.policies[d].opps_mhz
-            self._set_cap(d, opps[len(opps) - 1 - deepest])
+            self.limit(d, opps[len(opps) - 1 - deepest[d]], KERNEL, self.temp_c, rising)
 
     def _governor_quiet(self, lo_c: float, hi_c: float) -> bool:
         return (not any(self.crossed) and not any(any(s) for s in self.state)
