@@ -178,9 +178,13 @@ class Platform:
             self._charger = charger
             self._power_changed()
 
-    def _charger_line(self, load_w: float) -> float:
+    def _charger_loss_w(self, load_w: float) -> float:
+        """The charger's loss (W) with the rest of the phone drawing ``load_w``."""
         fixed, per_load, max_w = self._charger
-        self.charging_loss_w = min(max_w, fixed + per_load * load_w) if (fixed or per_load) else 0.0
+        return min(max_w, fixed + per_load * load_w) if (fixed or per_load) else 0.0
+
+    def _charger_line(self, load_w: float) -> float:
+        self.charging_loss_w = self._charger_loss_w(load_w)
         return self.charging_loss_w
 
     def hold(self, power_w: Sequence[float], at_temp_c: float) -> None:
@@ -333,10 +337,9 @@ class Platform:
             more = (leakage_factor(cluster_temp_c[k], self._leak_temp_c[k], d) - 1.0) * leak_w
             node[self._cluster_node[k]] += more
             extra_w += more
-        fixed, per_load, max_w = self._charger
-        if per_load:
+        if self._charger[1]:   # the loss follows the load
             load_w = self._total_power_w - self.charging_loss_w + extra_w
-            node[self._comp_node[-1]] += min(max_w, fixed + per_load * load_w) - self.charging_loss_w
+            node[self._comp_node[-1]] += self._charger_loss_w(load_w) - self.charging_loss_w
         return node
 
     def held_temp_bounds(self, dt_s: float, margin_c: float = 0.0, holds=None) -> TempBounds | None:
@@ -489,8 +492,7 @@ class Platform:
                 p[i] *= f
         p[self._screen_idx] = self._screen_w if self.screen_on else 0.0
         if self._has_charger:
-            fixed, per_load, max_w = self._charger
-            p[-1] = min(max_w, fixed + per_load * sum(p[:-1])) if (fixed or per_load) else 0.0
+            p[-1] = self._charger_loss_w(sum(p[:-1]))
         return p
 
     def _recompute_held(self) -> None:
