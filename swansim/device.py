@@ -32,11 +32,11 @@ from swansim.kernel.thermal_gov import THERMAL_GOVERNORS, ThermalStatus, Thermal
 # moves more than about HELD_STEP_C, each at least HELD_MIN_STEP_S long; a longer step over which
 # they move more than HELD_LEAK_STEP_C has its leakage at the clusters' mean temperatures over it
 # (`Platform.lead_leakage`), the others the leakage the platform holds (it follows in
-# HELD_LEAK_STEP_C steps). Measured
-# on a Pixel 3 heating 40 C in ten minutes (tests/test_batchmodel.py): 0.02% of the energy and
-# 0.06 C off 20 ms steps, in 41 steps (leakage held at each 0.25 C step's start: 0.21% and
-# 0.10 C in 102). Its bounds are widened by QUIET_MARGIN_C. Both are assumptions, checked
-# against the event path and full simulation (tests/test_batchmodel.py).
+# HELD_LEAK_STEP_C steps). Measured on a Pixel 3 heating 40 C in ten minutes
+# (tests/test_batchmodel.py): 0.02% of the energy and 0.06 C off 20 ms steps, in 41 steps
+# (leakage held at each 0.25 C step's start: 0.21% and 0.10 C in 102). Its bounds are widened by
+# QUIET_MARGIN_C. Both are assumptions, checked against the event path and full simulation
+# (tests/test_batchmodel.py).
 HELD_STEP_C = 1.0
 QUIET_MARGIN_C = 0.05
 # Such a stretch's steps are at least this long: a phone heating fast (the first seconds of a

@@ -328,18 +328,9 @@ class Platform:
         load, the rest stays."""
         if self._held is None:
             raise RuntimeError("held_node_power_w: no power is held")
-        node = self.node_power_w.tolist()
-        d = self.spec.soc.leakage_doubling_c
-        extra_w = 0.0
-        for k, idx in enumerate(self._leak_idx):
-            lines, j0 = self._piece_lines[k], self._piece_start[k]
-            leak_w = sum(lines[j - j0] for j in idx)
-            more = (leakage_factor(cluster_temp_c[k], self._leak_temp_c[k], d) - 1.0) * leak_w
-            node[self._cluster_node[k]] += more
-            extra_w += more
-        if self._charger[1]:   # the loss follows the load
-            load_w = self._total_power_w - self.charging_loss_w + extra_w
-            node[self._comp_node[-1]] += self._charger_loss_w(load_w) - self.charging_loss_w
+        node = [0.0] * self._n_nodes
+        for w, n in zip(self._held_lines(cluster_temp_c), self._comp_node):
+            node[n] += w
         return node
 
     def held_temp_bounds(self, dt_s: float, margin_c: float = 0.0, holds=None) -> TempBounds | None:
@@ -380,10 +371,7 @@ class Platform:
         self._step_thermal()
         means = self._read_cluster_temps()
         for _ in range(LEAD_ITERATIONS):   # the mean at the present leakage, then at that mean's
-            node = [0.0] * self._n_nodes
-            for w, n in zip(self._held_lines(means), self._comp_node):
-                node[n] += w
-            means = self._net.mean_c(dt_s, node, self._cluster_node)
+            means = self._net.mean_c(dt_s, self.held_node_power_w(means), self._cluster_node)
         self._set_leakage(means)
 
     @property

@@ -219,8 +219,6 @@ class ThermalZone:
         """Set ``party``'s limit on domain ``d``; a change of the cap in force is logged and
         told to the listeners, whoever made it (one log for the kernel's and the engine's caps)."""
         p = self.policies[d]
-        if p.limits_mhz.get(party) == cap_mhz:
-            return   # set again unchanged (`CpufreqPolicy.set_limit`): nothing moves
         old = p.cap_mhz
         p.set_limit(party, cap_mhz)
         if p.cap_mhz != old:
