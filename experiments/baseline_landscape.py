@@ -9,13 +9,15 @@ and ``baseline.png`` under ``--out``.
 
 The pytorch runtime runs its BLAS pool (OpenBLAS's pthreads server, `[blas]` in
 dnn/runtimes/pytorch.toml); ``--no-blas`` takes it out (the runtime's other figures as fitted
-with it), ``--blas-spin-s`` and ``--blas-pool`` vary its assumptions, ``--group`` the training
+with it), ``--blas-spin-s``, ``--blas-pool`` and ``--blas-per-call`` (each per-sample GEMM call
+pays the pool's fork and join and the lock's turns: `[blas] per_call`, not refitted) vary its
+assumptions, ``--group`` the training
 process's Android group. ``--nnpack`` runs convolutions as PyTorch v1.8.1 does at a batch of 16
 (`[nnpack]`: NNPACK's pool forward, the backward serial), with the other figures as fitted
 without it.
 
     .venv/bin/python experiments/baseline_landscape.py [--jobs 2] [--out results/baseline]
-        [--no-blas | [--blas-spin-s 0.109] [--blas-pool choice|process]] [--nnpack]
+        [--no-blas | [--blas-spin-s 0.109] [--blas-pool choice|process] [--blas-per-call]] [--nnpack]
         [--group top_app|foreground]
 """
 from __future__ import annotations
@@ -116,6 +118,8 @@ def main(argv=None) -> None:
     ap.add_argument("--no-blas", action="store_true", help="the pytorch runtime without its BLAS pool")
     ap.add_argument("--blas-spin-s", type=float, default=None, help="its workers' spin before they sleep")
     ap.add_argument("--blas-pool", choices=("choice", "process"), default=None, help="a pinned choice's pool")
+    ap.add_argument("--blas-per-call", action="store_true",
+                    help="each per-sample GEMM call pays the pool's fork and join and the lock's turns")
     ap.add_argument("--nnpack", action="store_true",
                     help="convolutions on NNPACK as PyTorch v1.8.1 runs a batch of 16 (the runtime not refitted)")
     ap.add_argument("--group", default="top_app", help="the training process's Android group")
@@ -131,6 +135,8 @@ def main(argv=None) -> None:
         blas["spin_s"] = args.blas_spin_s
     if args.blas_pool is not None:
         blas["pinned_pool"] = args.blas_pool
+    if args.blas_per_call:
+        blas["per_call"] = True
     blas = blas or None
     table = pd.DataFrame([gaps(d, m, args.jobs, blas, args.group, args.nnpack) for d in devices for m in models])
     table.to_csv(out / "baseline.csv", index=False)

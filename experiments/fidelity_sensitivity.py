@@ -25,6 +25,9 @@ one warm-up and two measured batches, schedutil). Variants:
                     figures as fitted with the pool)
   blas-threads=4    OpenBLAS's pool capped at 4 threads (OPENBLAS_NUM_THREADS=4, or a build
                     with NUM_THREADS=4) instead of one per CPU of the process
+  blas=per-call     each per-sample GEMM call forks and joins the pool, and an OpenMP team's
+                    concurrent callers take turns on OpenBLAS's lock (`[blas] per_call`; the
+                    runtime's other figures as fitted without it)
   upmigrate=71/65   sched_upmigrate/downmigrate as CAF's sm6150 post_boot writes them
   upmigrate=80/80   mainline's fits_capacity margin (1280/1024) in place of WALT's
   core_ctl=off      every CPU online
@@ -53,9 +56,10 @@ from swansim.hw.profile import SWAN_PHONES, Catalogue, DeviceSpec
 from swansim.pool import run_all
 
 VARIANTS = ("reference", "group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4",
-            "blas=off", "upmigrate=71/65", "upmigrate=80/80", "core_ctl=off", "kernel=wakeup")
+            "blas=off", "blas=per-call", "upmigrate=71/65", "upmigrate=80/80", "core_ctl=off", "kernel=wakeup")
 # which variants change the pinned rows (the others re-run the default row only)
-REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4", "blas=off")
+REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4", "blas=off",
+               "blas=per-call")
 KMP_BLOCKTIME_S = 0.2     # LLVM libomp's default KMP_BLOCKTIME (openmp.llvm.org runtime docs)
 GOMP_THROTTLED_SPINS = 100   # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset, threads > CPUs
 GOMP_DEFAULT_SPINS = 300_000  # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset
@@ -77,6 +81,8 @@ def _runtime(variant: str, cat: Catalogue):
         return with_blas(rt, max_threads=4)
     if variant == "blas=off":
         return with_blas(rt, enabled=False)
+    if variant == "blas=per-call":
+        return with_blas(rt, per_call=True)
     if variant != "wait=libomp":
         return rt
     f_hz = max(c.fmax_mhz for s in cat.socs.values() for c in s.clusters) * 1e6

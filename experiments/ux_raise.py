@@ -13,7 +13,10 @@ and prints each drop against "alone" (positive: the owner loses); ``drops.csv`` 
 ``drops.png`` go under ``--out``. If "held clock" gains at least what "little1" gains, the
 raise is the shared clock: the benchmark's threads on the other little cores run at the clock
 the training holds up, and, as WALT scales a task's demand by its clock, they look bigger and
-move up to the gold cores sooner.
+move up to the gold cores sooner. Real phones do this: Android's documentation names a busy loop
+in a background thread as the common way apps raise their clocks, which its Performance Hint API
+replaces (source.android.com/docs/core/perf/performance-hint-api, "Clock speed"); more in the
+README ("Where the model stands").
 
     .venv/bin/python experiments/ux_raise.py [--devices galaxy-s10e,oneplus8,pixel3]
         [--passes N] [--jobs 2] [--out results/ux_raise]

@@ -69,3 +69,43 @@ def test_spinning_workers_hold_their_cores_and_cost_energy():
         runs[spin] = (sum(dev.sched.busy_s[:4]), dev.platform.total_energy_j, dev.env.now)
     (busy0, e0, t0), (busy1, e1, t1) = runs[0.0], runs[0.109]
     assert busy1 / t1 > busy0 / t0 and e1 / t1 > e0 / t0
+
+
+def _per_call_closed_form_s(choice) -> float:
+    """What `[blas] per_call` adds to a ResNet-34 batch on a pinned choice of one cluster at its
+    top clock: per region on the pool, the lock's turns (a futex wake and a wake-up each) when
+    the team calls at once, and a fork and join (two line latencies a worker) per call."""
+    from swansim.dnn.regions import SocView, phase_regions
+    view, model = SocView.of(PIXEL3.soc, RT), build_task("resnet34")
+    cl = PIXEL3.soc.cluster_of(choice.cpus[0])
+    fam, f_hz, n = view.fam(PIXEL3.soc.clusters.index(cl)), cl.fmax_mhz * 1e6, len(choice.cpus)
+    total = 0.0
+    for i in range(len(model.layers)):
+        for phase in ("fwd", "bwd_input", "bwd_weight"):
+            for r in phase_regions(view, model, i, phase, choice):
+                if r.gemm_mnk > RT.blas.mt_threshold_mnk and r.repeat == 1:
+                    turns = r.gemm_calls - 1 if min(len(r.team), r.gemm_calls) > 1 else 0
+                    total += turns * (fam.wake_latency_s + RT.futex_wake_instructions / cl.scalar_ipc / f_hz)
+                    total += r.gemm_calls * 2 * (n - 1) * fam.line_latency_cycles / f_hz
+    return total
+
+
+@pytest.mark.parametrize("label", ["4", "4567", "0123"])
+def test_per_call_costs_add_the_locks_turns_and_the_pools_forks(label):
+    """A batch with `per_call` is slower than without it by the closed form (a single thread has
+    no pool and pays nothing); the serial weight-gradient loop calls alone and takes no turns."""
+    c = parse_choice(label, PIXEL3.soc)
+    (d0, j0), (d1, j1) = (job_on(c, with_blas(RT, per_call=on)) for on in (False, True))
+    expected = _per_call_closed_form_s(c)
+    assert (expected == 0.0) == (len(c.cpus) == 1)
+    assert d1.env.now - d0.env.now == pytest.approx(expected, rel=0.02, abs=1e-9)
+    assert d1.platform.total_energy_j >= d0.platform.total_energy_j
+
+
+def test_a_per_sample_gemm_region_makes_a_call_per_sample():
+    from swansim.dnn.regions import SocView, phase_regions
+    view, model = SocView.of(PIXEL3.soc, RT), build_task("resnet34")
+    c = parse_choice("4567", PIXEL3.soc)
+    calls = {model.layers[i].op: r.gemm_calls for i in range(len(model.layers))
+             for r in phase_regions(view, model, i, "fwd", c) if r.gemm_mnk > 0}
+    assert calls == {"conv": model.batch, "pointwise": model.batch, "linear": 1}

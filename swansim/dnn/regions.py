@@ -78,6 +78,7 @@ class Region:
     team: tuple[Work, ...]             # one per thread; a single member = the master alone
     spans_clusters: bool               # the team mixes core families
     gemm_mnk: float = 0.0              # M*N*K of one BLAS call of this region (0: not a GEMM)
+    gemm_calls: int = 1                # BLAS calls the region makes (one per sample: per_sample_ops)
 
     @cached_property
     def parallel(self) -> bool:
@@ -353,7 +354,8 @@ def layer_regions(view: SocView, layer: Layer, index: int, phase: str, choice: C
         else:
             r = make_region(view, choice, index, phase, layer.op, op, split, rng, units, nbytes,
                             pull_lines=pulls, restream=restream)
-        return [replace(r, gemm_mnk=gemm_mnk(layer))]
+        calls = layer.batch if layer.op in rt.per_sample_ops and layer.batch > 1 else 1
+        return [replace(r, gemm_mnk=gemm_mnk(layer), gemm_calls=calls)]
     # PyTorch 1.x without MKLDNN: a loop over the groups, each a single-group slow_conv2d call.
     g = layer.groups
     slice_in = in_bytes(layer) / g            # one group's input: the master gathers it (narrow + contiguous)

@@ -88,13 +88,17 @@ class BlasParams:
     calling thread and its workers - one call at a time, paced by the slowest member; a worker
     then polls for ``spin_s`` before it sleeps. The pool holds one thread per CPU the process may
     use when the library starts, at most ``max_threads``; for a pinned choice, ``pinned_pool``:
-    "choice" (the choice's cores) or "process" (every CPU of the process's cpuset)."""
+    "choice" (the choice's cores) or "process" (every CPU of the process's cpuset).
+    ``per_call``: each of a region's calls (one per sample under ``per_sample_ops``) also pays
+    the pool's fork and join, and calls made by several OpenMP threads at once take turns on the
+    library's lock through futex wake-ups (`TrainingJob._blas_calls`)."""
 
     enabled: bool
     mt_threshold_mnk: float
     spin_s: float
     max_threads: int
     pinned_pool: str
+    per_call: bool = False
 
 
 @dataclass(frozen=True)
@@ -332,7 +336,8 @@ def _blas(r: SourcedTable) -> BlasParams:
     """The optional [blas] table (see `BlasParams`)."""
     t = r.sub("blas")
     return BlasParams(t.bool("enabled"), t.num("mt_threshold_mnk", 0, 1e12), t.num("spin_s", 0, 60),
-                      t.int("max_threads", 1, 256), t.str("pinned_pool", choices=("choice", "process")))
+                      t.int("max_threads", 1, 256), t.str("pinned_pool", choices=("choice", "process")),
+                      t.bool("per_call", default=False))
 
 
 def _fit_spec(fit: Any, path: Path, rt: Runtime) -> tuple[tuple[FitParam, ...], dict | None]:

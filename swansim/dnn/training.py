@@ -97,6 +97,7 @@ class _Work:
     amount: float
     speed: tuple
     bytes_per_unit: float = 0.0
+    idle_s_per_unit: float = 0.0   # sleep interleaved with the work (`Scheduler.run`)
 
 
 class _Pool(NamedTuple):
@@ -192,7 +193,8 @@ class TrainingJob:
             self.process.succeed()
             return
         if isinstance(wait, _Work):
-            self.sched.run(wait.thread, wait.amount, wait.speed, wait.bytes_per_unit, on_done=self._advance)
+            self.sched.run(wait.thread, wait.amount, wait.speed, wait.bytes_per_unit, on_done=self._advance,
+                           idle_s_per_unit=wait.idle_s_per_unit)
         elif isinstance(wait, _Team):
             wait.resume = self._advance
         else:
@@ -595,6 +597,8 @@ class TrainingJob:
         w = r.team[0]
         share = sum(m.units for m in r.team) / n
         yield _Work(master, 1.0, r.fork_speed)
+        if self._blas.per_call and r.gemm_calls > 1:
+            yield self._blas_calls(r, n)
         team = _Team(n)
         fork = self.env.now
         finishes = [0.0] * n
@@ -627,6 +631,31 @@ class TrainingJob:
             threads = [master, *self.blas_pool[:n - 1]]
             for i, th in enumerate(threads):
                 self.thread_rows.append((b, layer, phase, r.op, -i, self._cpu_of(th), fork, finishes[i], share))
+
+    def _blas_calls(self, r: Region, n: int) -> _Work:
+        """What region ``r``'s ``gemm_calls`` GEMM calls cost beyond their arithmetic, on a pool of
+        ``n`` threads, as the master's work with the waits interleaved (OpenBLAS 0.3.18 built
+        without OpenMP). Every call forks and joins the pool: the caller hands each worker its
+        queue entry and polls its done flag (exec_blas_async / exec_blas_async_wait in
+        driver/others/blas_server.c), a line to and a line from each worker. When several
+        OpenMP threads call at once (slow_conv2d's parallel_for over the batch) they take turns
+        on level3_lock, a plain pthread mutex held for the whole threaded GEMM (v0.3.18
+        driver/level3/level3_thread.c L543, L592, L725): glibc's default mutex does not spin,
+        so each turn after the first is a futex wake by the thread that releases it and a
+        wake-up of a sleeping waiter. The one split of the region's work over the pool
+        (`_blas_region`) stands for its calls' arithmetic."""
+        calls = r.gemm_calls
+        callers = min(len(r.team), calls)
+        turns = calls - 1 if callers > 1 else 0
+        cpus = self._blas_affinity or ()
+        lat = self.runtime.cross_cluster_factor if len({self.view.family[self.view.cluster_of_cpu[c]]
+                                                        for c in cpus}) > 1 else 1.0
+        cycles = [calls * 2 * (n - 1) * lat * self.view.fam(k).line_latency_cycles
+                  + turns * self.runtime.futex_wake_instructions / c.scalar_ipc
+                  for k, c in enumerate(self.soc.clusters)]
+        waiters = self._team.threads[:callers]
+        sleep_s = turns * sum(self._wake_latency_of(th) for th in waiters) / len(waiters)
+        return _Work(self.pool[0], 1.0, tuple(1.0 / c for c in cycles), idle_s_per_unit=sleep_s)
 
     # -- results --------------------------------------------------------------------------
 
