@@ -372,7 +372,7 @@ def test_the_apps_l3_stake_adds_to_the_drop(table):
 
 @pytest.mark.xfail(strict=True, reason="6.0% (9.5% before the little cluster's 576 MHz floor; 1.1% before the "
                                        "runtime was refitted with its BLAS pool): mostly the app's L3 stake "
-                                       "(1.7% without it, experiments/ux_l3_sensitivity.py); issue 19 keeps it open")
+                                       "(1.7% without it, experiments/ux_l3_sensitivity.py), an assumed figure of the app models")
 def test_training_on_one_little_core_costs_little(pixel3_alone_score):
     assert abs(_drop(TrainingBackground("resnet34", "little1"), pixel3_alone_score)) < 5.0
 

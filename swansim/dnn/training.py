@@ -643,7 +643,10 @@ class TrainingJob:
         driver/level3/level3_thread.c L543, L592, L725): glibc's default mutex does not spin,
         so each turn after the first is a futex wake by the thread that releases it and a
         wake-up of a sleeping waiter. The one split of the region's work over the pool
-        (`_blas_region`) stands for its calls' arithmetic."""
+        (`_blas_region`) stands for its calls' arithmetic. Assumption: a waiter's wake-up is
+        its family's wake latency, as if its core were idle or the thread there (a spinning
+        worker) were preempted at once; a waiter left to wait for a spinner's CFS turn would
+        take longer."""
         calls = r.gemm_calls
         callers = min(len(r.team), calls)
         turns = calls - 1 if callers > 1 else 0
