@@ -114,6 +114,11 @@ class SocView:
     def fam(self, k: int):
         return self.runtime.family[self.family[k]]
 
+    def mixes_families(self, cpus: Sequence[int]) -> bool:
+        """Do threads on ``cpus`` span core families (little + big)? DynamIQ clusters share the
+        L3; what costs is lines bouncing between families (``cross_cluster_factor``)."""
+        return len({self.family[self.cluster_of_cpu[c]] for c in cpus}) > 1
+
 
 def phase_amounts(layer: Layer, phase: str, first: bool) -> tuple[float, float]:
     """(FLOPs, bytes) of one phase of a layer; backward bytes split in proportion to FLOPs."""
@@ -263,8 +268,7 @@ def make_region(view: SocView, choice: Choice, layer_index: int, phase: str, op_
     serial = tuple(rt.dispatch_instructions / ipc[k] + (serial_units / mover[k] if serial_units else 0.0)
                    + master_pull_lines * view.fam(k).line_transfer_cycles for k in range(nk))
     cpus = choice.thread_cpus(soc)
-    # DynamIQ clusters share the L3; what costs is a team mixing core families (little + big)
-    spans = len({view.family[view.cluster_of_cpu[c]] for c in cpus}) > 1
+    spans = view.mixes_families(cpus)
     n = choice.threads
     if split == "serial" or rng <= 1 or n == 1:
         zero = (0.0,) * nk

@@ -650,9 +650,7 @@ class TrainingJob:
         calls = r.gemm_calls
         callers = min(len(r.team), calls)
         turns = calls - 1 if callers > 1 else 0
-        cpus = self._blas_affinity or ()
-        lat = self.runtime.cross_cluster_factor if len({self.view.family[self.view.cluster_of_cpu[c]]
-                                                        for c in cpus}) > 1 else 1.0
+        lat = self.runtime.cross_cluster_factor if self.view.mixes_families(self._blas_affinity or ()) else 1.0
         cycles = [calls * 2 * (n - 1) * lat * self.view.fam(k).line_latency_cycles
                   + turns * self.runtime.futex_wake_instructions / c.scalar_ipc
                   for k, c in enumerate(self.soc.clusters)]
