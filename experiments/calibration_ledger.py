@@ -128,8 +128,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", default=str(LEDGER))
-    p.add_argument("--skip-fig3", action="store_true", help="keep the existing ledger's Fig. 3 rows")
+    p.add_argument("--skip-fig3", action="store_true",
+                   help="keep the Fig. 3 rows of --out (of the committed ledger if --out does not exist yet)")
     args = p.parse_args(argv)
+    if args.skip_fig3:   # read before any work, so a bad file fails first
+        kept = Path(args.out) if Path(args.out).exists() else LEDGER
+        fig3 = [r for r in read_ledger(kept) if r["figure"] == "Swan Fig. 3"]
     cat = Catalogue.load()
     rt = load_runtime("pytorch")
     rows = fig1_rows(cat, rt)
@@ -137,7 +141,7 @@ def main(argv=None) -> int:
         rows += fig2_rows(cat, rt, pool)
         rows += ncnn_rows(cat, pool)
     if args.skip_fig3:
-        rows += [r for r in read_ledger(Path(args.out)) if r["figure"] == "Swan Fig. 3"]
+        rows += fig3
     else:
         rows += fig3_rows(args.jobs)
     with open(args.out, "w", newline="") as fh:

@@ -145,6 +145,34 @@ def test_energy_is_the_integral_of_power():
     assert plat.energy_j == pytest.approx(np.sum(lines, axis=0), rel=1e-9)
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(1e-4, 0.03), min_size=1, max_size=6))
+def test_the_uncore_stays_up_through_idle_gaps_shorter_than_its_sleep_time(gaps_s):
+    """The uncore draws its active power while a core is busy and for the SoC's
+    `uncore_sleep_us` after the last one goes idle (the LLCC-off level's minimum residency), so
+    its energy is soc_active x (busy time + each idle stretch's first uncore_sleep_us)."""
+    env, plat, sched = make()
+    soc = plat.spec.soc
+    t = sched.spawn("t", [4])
+    busy = []
+
+    def bursts():
+        for gap in [*gaps_s, 0.0]:
+            t0 = env.now
+            yield sched.run(t, 2e6, (1.0, 1.0))
+            busy.append(env.now - t0)
+            yield env.timeout(gap)
+
+    env.process(bursts())
+    env.run(until=1.0)
+    sched.sync()
+    hold_s = soc.uncore_sleep_us * 1e-6
+    on_s = sum(busy) + sum(min(g, hold_s) for g in gaps_s) + hold_s   # and after the last burst
+    uncore = plat.energy_by_component()["soc.uncore"]
+    assert uncore == pytest.approx(soc.soc_active_mw * 1e-3 * on_s, rel=1e-9)
+    assert not plat.uncore_hold
+
+
 def test_gs101_x1_top_opp_dynamic_power_is_2_03_w():
     x1 = next(c for c in CAT.socs["gs101"].clusters if c.uarch == "cortex-x1")
     assert x1.opp_freq_mhz[-1] == 2802 and x1.opp_voltage_mv[-1] == 1056.25

@@ -68,6 +68,9 @@ class Platform:
         self._freq_figs: list[tuple[float, float, float] | None] = [None] * len(self.clusters)
         self.util = [0.0] * self.n_cpus
         self.dram_bytes_per_s = 0.0
+        # Every core idle, but not yet for the SoC's `uncore_sleep_us`: the uncore stays powered
+        # (set by the scheduler, which keeps the time; `set_uncore_hold`).
+        self.uncore_hold = False
         self.screen_on = screen_on
         self._net = ThermalNetwork(spec.rc, spec.ambient_c)
         comps = components(spec)
@@ -155,6 +158,13 @@ class Platform:
             self._stale = self._stale or self._held is None   # nor the activity
         if dram_bytes_per_s != self.dram_bytes_per_s:
             self.dram_bytes_per_s = dram_bytes_per_s
+            self._stale = self._stale or self._held is None
+
+    def set_uncore_hold(self, hold: bool) -> None:
+        """Caller has advanced to now. ``hold``: every core is idle, not yet long enough for the
+        uncore to power down, so it draws its active power as if a core were busy."""
+        if hold != self.uncore_hold:
+            self.uncore_hold = hold
             self._stale = self._stale or self._held is None
 
     @property
@@ -418,7 +428,10 @@ class Platform:
         if self._cores_stale:
             self._recompute_cores()
         cores_w = self._cores_w
-        rest = [self._soc_active_w * self._any_busy, self.dram_bytes_per_s * self._dram_j_per_byte,
+        # The uncore (L3, interconnect, memory controller) is on or off, not shared out: a core's
+        # short sleeps (a duty below 1) and an idle stretch shorter than `uncore_sleep_us` keep it up.
+        uncore_on = self._any_busy > 0.0 or self.uncore_hold
+        rest = [self._soc_active_w if uncore_on else 0.0, self.dram_bytes_per_s * self._dram_j_per_byte,
                 self._base_w, self._screen_w if self.screen_on else 0.0]
         if self._has_charger:
             rest.append(self._charger_line(cores_w + sum(rest)))

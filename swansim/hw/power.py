@@ -5,7 +5,8 @@ device tree's `dynamic-power-coefficient` (uW/MHz/V^2); where a vendor energy ta
 per-OPP busy power replaces C * V^2 * f. Leakage scales with voltage and doubles every
 `leakage_doubling_c` above the reference temperature; a core in idle keeps a fraction of it
 (clock-gated WFI; deeper power collapse is not modelled). A cluster's shared logic (L2/DSU
-slice) and the SoC's uncore draw power while busy; DRAM costs energy per byte moved.
+slice) draws power while busy, the SoC's uncore while any core is busy or has been idle less than
+`SocSpec.uncore_sleep_us` (the platform's `uncore_hold`); DRAM costs energy per byte moved.
 """
 from __future__ import annotations
 

@@ -183,6 +183,7 @@ class SocSpec:
     dram_bandwidth_gbps: float
     dram_energy_pj_per_byte: float
     soc_active_mw: float
+    uncore_sleep_us: float   # every core idle this long before the uncore powers down
     l3_kib: float
     leakage_ref_c: float
     leakage_doubling_c: float
@@ -500,6 +501,7 @@ def load_soc(path: Path, data: dict | None = None) -> SocSpec:
         dram_bandwidth_gbps=t.num("dram_bandwidth_gbps", 1, 500, "GB/s"),
         dram_energy_pj_per_byte=t.num("dram_energy_pj_per_byte", 1, 1000, "pJ/byte"),
         soc_active_mw=t.num("soc_active_mw", 0, 10000, "mW"),
+        uncore_sleep_us=t.num("uncore_sleep_us", 0, 1e6, "us"),
         l3_kib=t.num("l3_kib", 0, 65536, "KiB"),
         dram_latency_ns=_opt(t.num("dram_latency_ns", 20, 1000, "ns", required=False), DEFAULT_DRAM_LATENCY_NS),
         leakage_ref_c=t.num("leakage_ref_c", -20, 120, "C"),

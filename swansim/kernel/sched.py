@@ -198,6 +198,10 @@ class Scheduler:
         self._turn_end_s = [math.inf] * platform.n_cpus
         self._min_vrt_s = [0.0] * platform.n_cpus
         self.mem_rho = 0.0      # memory-controller load seen by latency-exposed threads (last replan)
+        # The uncore powers down once every core has been idle this long (`_uncore_idle`).
+        self._uncore_sleep_s = platform.spec.soc.uncore_sleep_us * 1e-6
+        self._uncore_token = 0  # bumped when a core gets busy: a pending power-down is off
+        self._uncore_busy = False   # was any core busy at the last share-out?
         # Called with no arguments at the end of every replan (cpufreq governors listen here).
         self.on_replan: list[Callable[[], None]] = []
 
@@ -518,8 +522,32 @@ class Scheduler:
             self._settle_busy()
             self._busy_now = busy
             self.busy_version += 1
+        self._uncore_idle(busy)
         p.set_activity(busy, dram_bps)
         self._arm_timer()
+
+    def _uncore_idle(self, busy: list[float]) -> None:
+        """When the last busy core goes idle, the uncore stays up for the SoC's `uncore_sleep_us`:
+        the cpuidle governor takes the cluster level that powers it down (Qualcomm's llcc-off) only
+        for an idle stretch predicted at least that long (its minimum residency), so the
+        sub-millisecond gaps of a team's wake-ups and barriers never reach it."""
+        any_busy = any(b > 0.0 for b in busy)
+        was_busy, self._uncore_busy = self._uncore_busy, any_busy
+        p = self.platform
+        if any_busy:
+            if p.uncore_hold:   # busy again within the hold: its power-down is off
+                self._uncore_token += 1
+                p.set_uncore_hold(False)
+        elif was_busy:
+            self._uncore_token += 1
+            tok = self._uncore_token
+            p.set_uncore_hold(True)
+            self.env.call_in(self._uncore_sleep_s, lambda: self._uncore_down(tok))
+
+    def _uncore_down(self, tok: int) -> None:
+        if tok == self._uncore_token:
+            self.sync()
+            self.platform.set_uncore_hold(False)
 
     def _sleeper_shares(self, runnable: list[Thread]) -> dict[int, float]:
         """On each core shared with work that sleeps between short calls (``idle_s_per_unit``):
