@@ -16,6 +16,7 @@ per-layer gains.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -102,8 +103,9 @@ def main(jobs: int | None = None) -> pd.DataFrame:
 
 
 def _cli() -> None:
-    jobs = int(sys.argv[sys.argv.index("--jobs") + 1]) if "--jobs" in sys.argv else None
-    table = main(jobs)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=None, help="processes (default: every core)")
+    table = main(p.parse_args().jobs)
     print(table[["device", "model", "policy", "final_plan", "latency_s", "speedup", "energy_gain",
                  "explored_all"]].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
 

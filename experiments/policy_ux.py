@@ -12,6 +12,7 @@ benchmark without training. pytorch-default's rows carry the paper's Fig. 3 drop
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -57,8 +58,9 @@ def main(jobs: int | None = None) -> pd.DataFrame:
 
 
 def _cli() -> None:
-    jobs = int(sys.argv[sys.argv.index("--jobs") + 1]) if "--jobs" in sys.argv else None
-    print(main(jobs).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=None, help="processes (default: every core)")
+    print(main(p.parse_args().jobs).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
 
 
 if __name__ == "__main__":

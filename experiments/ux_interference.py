@@ -9,6 +9,7 @@ drop; the jank of light apps. Writes CSV + PNG under results/ux/.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 from swansim.cli import guarded
@@ -17,7 +18,9 @@ from swansim.runs.ux import UxConfig, phones_and_tablets, print_summary, run_ux
 
 
 def _cli() -> None:
-    cfg = UxConfig(devices=phones_and_tablets(Catalogue.load())) if "--all" in sys.argv[1:] else UxConfig()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--all", action="store_true", help="every phone and tablet profile, not the default set")
+    cfg = UxConfig(devices=phones_and_tablets(Catalogue.load())) if p.parse_args().all else UxConfig()
     print_summary(*run_ux(cfg, "results/ux"))
 
 

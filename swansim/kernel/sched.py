@@ -200,8 +200,9 @@ class Scheduler:
         self.mem_rho = 0.0      # memory-controller load seen by latency-exposed threads (last replan)
         # The uncore powers down once every core has been idle this long (`_uncore_idle`).
         self._uncore_sleep_s = platform.spec.soc.uncore_sleep_us * 1e-6
-        self._uncore_token = 0  # bumped when a core gets busy: a pending power-down is off
-        self._uncore_busy = False   # was any core busy at the last share-out?
+        self._uncore_busy = False       # was any core busy at the last share-out?
+        self._uncore_idle_since = 0.0   # when the present hold began
+        self._uncore_timer = False      # is a power-down check pending?
         # Called with no arguments at the end of every replan (cpufreq governors listen here).
         self.on_replan: list[Callable[[], None]] = []
 
@@ -530,24 +531,32 @@ class Scheduler:
         """When the last busy core goes idle, the uncore stays up for the SoC's `uncore_sleep_us`:
         the cpuidle governor takes the cluster level that powers it down (Qualcomm's llcc-off) only
         for an idle stretch predicted at least that long (its minimum residency), so the
-        sub-millisecond gaps of a team's wake-ups and barriers never reach it."""
+        sub-millisecond gaps of a team's wake-ups and barriers never reach it. One timer at a
+        time: a hold that a busy spell cut short leaves it to find the next hold's end."""
         any_busy = any(b > 0.0 for b in busy)
         was_busy, self._uncore_busy = self._uncore_busy, any_busy
         p = self.platform
         if any_busy:
-            if p.uncore_hold:   # busy again within the hold: its power-down is off
-                self._uncore_token += 1
+            if p.uncore_hold:
                 p.set_uncore_hold(False)
         elif was_busy:
-            self._uncore_token += 1
-            tok = self._uncore_token
+            self._uncore_idle_since = self.env.now
             p.set_uncore_hold(True)
-            self.env.call_in(self._uncore_sleep_s, lambda: self._uncore_down(tok))
+            if not self._uncore_timer:
+                self._uncore_timer = True
+                self.env.call_in(self._uncore_sleep_s, self._uncore_down)
 
-    def _uncore_down(self, tok: int) -> None:
-        if tok == self._uncore_token:
-            self.sync()
-            self.platform.set_uncore_hold(False)
+    def _uncore_down(self) -> None:
+        self._uncore_timer = False
+        if not self.platform.uncore_hold:
+            return
+        left = self._uncore_idle_since + self._uncore_sleep_s - self.env.now
+        if left > _DONE_EPS_S:   # the hold began again after this timer was set
+            self._uncore_timer = True
+            self.env.call_in(left, self._uncore_down)
+            return
+        self.sync()
+        self.platform.set_uncore_hold(False)
 
     def _sleeper_shares(self, runnable: list[Thread]) -> dict[int, float]:
         """On each core shared with work that sleeps between short calls (``idle_s_per_unit``):
