@@ -173,6 +173,16 @@ def test_the_uncore_stays_up_through_idle_gaps_shorter_than_its_sleep_time(gaps_
     assert not plat.uncore_hold
 
 
+def test_the_idle_floor_leaves_out_an_uncore_still_held_up():
+    env, plat, sched = make()
+    floor_w = plat.idle_floor_w
+    t = sched.spawn("t", [0])
+    env.process((lambda: (yield sched.run(t, 1e6, (1.0, 1.0))))())
+    env.run(until=1e-3)
+    sched.sync()
+    assert plat.uncore_hold and plat.idle_floor_w == pytest.approx(floor_w, rel=1e-5)   # (leakage warmed)
+
+
 def test_gs101_x1_top_opp_dynamic_power_is_2_03_w():
     x1 = next(c for c in CAT.socs["gs101"].clusters if c.uarch == "cortex-x1")
     assert x1.opp_freq_mhz[-1] == 2802 and x1.opp_voltage_mv[-1] == 1056.25

@@ -171,8 +171,10 @@ class Platform:
     def idle_floor_w(self) -> float:
         """The phone's power now less the screen and the charger's loss: read with nothing
         running, the floor a training batch's energy is counted above (the paper's
-        background-subtracted energy)."""
-        return self.total_power_w - self.charging_loss_w - (self._screen_w if self.screen_on else 0.0)
+        background-subtracted energy). An uncore still held up after the last busy spell
+        (`uncore_hold`) is not the floor: it powers down within `uncore_sleep_us`."""
+        held_up = self._soc_active_w if self.uncore_hold and self._held is None else 0.0
+        return self.total_power_w - self.charging_loss_w - (self._screen_w if self.screen_on else 0.0) - held_up
 
     def set_screen(self, on: bool) -> None:
         if on != self.screen_on:
