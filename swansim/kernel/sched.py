@@ -533,7 +533,7 @@ class Scheduler:
         for an idle stretch predicted at least that long (its minimum residency), so the
         sub-millisecond gaps of a team's wake-ups and barriers never reach it. One timer at a
         time: a hold that a busy spell cut short leaves it to find the next hold's end."""
-        any_busy = any(b > 0.0 for b in busy)
+        any_busy = max(busy) > 0.0
         was_busy, self._uncore_busy = self._uncore_busy, any_busy
         p = self.platform
         if any_busy:
