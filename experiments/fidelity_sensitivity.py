@@ -35,7 +35,9 @@ one warm-up and two measured batches, schedutil). Variants:
 
 Pinned rows only change with the group (its cpuset) and the waiting policy; the other variants
 re-run the default row alone (a pinned thread ignores placement and core_ctl).
-Writes ``rows.csv`` (every simulated row, appended as runs finish: an interrupted run resumes),
+Writes ``rows.csv`` (every simulated row, appended as runs finish: an interrupted run resumes;
+``rows.fingerprint`` names the code and profiles that computed them, and rows from others are
+refused, not mixed in),
 ``sensitivity.csv`` (one row per phone, task, variant) and ``sensitivity.png``.
 """
 from __future__ import annotations
@@ -47,8 +49,9 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from swansim.batchmodel import BatchKey, simulate_batch
+from swansim.batchmodel import BatchKey, code_fingerprint, simulate_batch
 from swansim.cli import guarded
+from swansim.errors import InputError
 from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime, with_blas
 from swansim.dnn.tasks import SWAN_TASKS
@@ -198,6 +201,11 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows_path = out / "rows.csv"
+    stamp, fingerprint = out / "rows.fingerprint", code_fingerprint()
+    if rows_path.exists() and (not stamp.exists() or stamp.read_text().strip() != fingerprint):
+        raise InputError(str(rows_path), "fingerprint", "computed by other code or profiles than these; "
+                         "remove it (or pass another --out) to start again")
+    stamp.write_text(fingerprint + "\n")
     rows = list(csv.DictReader(open(rows_path))) if rows_path.exists() else []
     done = {(r["device"], r["model"], r["variant"], r["choice"]) for r in rows}
     todo = [a for a in plan(devices, models, variants, cat) if a not in done]
