@@ -237,6 +237,16 @@ def test_an_experiment_scripts_bad_input_is_one_line(script, args, message, tmp_
     assert len(r.stderr.strip().splitlines()) == 1 and not any(tmp_path.iterdir())
 
 
+def test_a_sensitivity_resume_refuses_rows_from_other_code(tmp_path):
+    rows = tmp_path / "rows.csv"
+    rows.write_text("device,model,variant,choice,kind,latency_s,energy_j\npixel3,resnet34,reference,4,pinned,1,1\n")
+    before = rows.read_bytes()
+    r = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "experiments" / "fidelity_sensitivity.py"),
+                        "--out", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "rows.csv: fingerprint: computed by other code" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and rows.read_bytes() == before
+
+
 # ---------------------------------------------------------------------------------------------
 # Fuzzing: random bad values for random options of every command
 
