@@ -51,6 +51,10 @@ def test_every_path_builds_the_swan_tasks_from_one_table():
     rows = cal.read_ncnn(CAT)
     for key, row in zip(Ncnn(CAT, rows).keys, rows):
         assert isinstance(key.plan, Choice) and key.plan.cpus == CAT.socs[row.soc].big_cpus
+        # benchncnn's own input, never a Swan task's (mobilenet_v2 trains at 3x112x112, 600 classes)
+        assert key.num_classes == 1000
+        assert key.input_shape == ((3, 227, 227) if row.model in ("squeezenet1_1", "alexnet") else (3, 224, 224))
+    assert any(row.model in SWAN_TASKS for row in rows)   # the case the explicit input is for
 
 
 def test_one_warmup_for_the_owners_benchmark():

@@ -48,6 +48,13 @@ SWAN_GOVERNOR = "schedutil"   # the Pixel 3's default cpufreq governor
 NCNN_MODELS = {"squeezenet": "squeezenet1_1", "mobilenet": "mobilenet", "mobilenet_v2": "mobilenet_v2",
                "shufflenet_v2": "shufflenet_v2_x1_0", "resnet18": "resnet18", "alexnet": "alexnet",
                "vgg16": "vgg16", "resnet50": "resnet50"}
+# What benchncnn feeds each model (Tencent/ncnn benchmark/benchncnn.cpp: ncnn::Mat(227, 227, 3)
+# for squeezenet and alexnet, (224, 224, 3) for the others; ImageNet's 1000 classes), batch 1.
+# Given explicitly: a model that is also a Swan task (mobilenet_v2) would otherwise be built at
+# its task's input and classes (swansim.dnn.tasks).
+NCNN_INPUT = {"squeezenet1_1": (3, 227, 227), "alexnet": (3, 227, 227)}
+NCNN_DEFAULT_INPUT = (3, 224, 224)
+NCNN_CLASSES = 1000
 
 SELECTION_SIGMA = 0.01   # a 1% violation of the paper's ordering costs as much as one sigma
 SELECTION_MARGIN = 0.03  # ... and "beats" means by at least 3% (an ordering that holds by less
@@ -93,6 +100,11 @@ class NcnnRow:
     model: str
     threads: int
     ms: float
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """The input benchncnn runs the model at (`NCNN_INPUT`)."""
+        return NCNN_INPUT.get(self.model, NCNN_DEFAULT_INPUT)
 
 
 def read_ncnn(cat: Catalogue, path: Path = NCNN_CSV) -> list[NcnnRow]:

@@ -122,7 +122,8 @@ class Fig2(_Points):
 
 
 class Ncnn(_Points):
-    """ncnn benchmark residuals (inference, batch 1, 224x224, 1000 classes; big cores)."""
+    """ncnn benchmark residuals (inference, batch 1, benchncnn's input - `NcnnRow.input_shape` -, 1000
+    classes; big cores)."""
 
     def __init__(self, cat: Catalogue, rows: Sequence[cal.NcnnRow], pool: ProcessPoolExecutor | None = None):
         self.rows = list(rows)
@@ -132,7 +133,8 @@ class Ncnn(_Points):
             soc = cat.socs[r.soc]
             # ncnn's "big": every core outside the little cluster, threads unpinned among them
             keys.append(BatchKey(r.soc, r.model, Choice(soc.big_cpus, r.threads, "big", pinned=False),
-                                 runtime="ncnn", governor="performance", mode="infer"))
+                                 runtime="ncnn", governor="performance", mode="infer",
+                                 input_shape=r.input_shape, num_classes=cal.NCNN_CLASSES))
             self.families[r.soc] = soc.ranked_clusters[-1].uarch
         super().__init__(cat, keys, pool)
 
