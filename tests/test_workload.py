@@ -167,6 +167,21 @@ def test_static_chunks_are_equal_and_dynamic_ones_follow_speed(n, rng, speeds):
         assert s == pytest.approx(v / sum(speeds[:workers]))
 
 
+def test_a_sustained_fig2_measurement_is_the_cold_one_on_a_cool_core_and_throttling_only_slows():
+    """The sustained protocol (minutes of training, the phone heating and throttling) against
+    the calibration's cold batch: one little core stays cool, so both measure the same batch;
+    all four big cores heat the phone until it caps them, so they run slower and draw less."""
+    from swansim.runs.calibration import sustained_fig2_metrics
+
+    hot = sustained_fig2_metrics(CAT, "resnet34", ["0", "4567"], minutes=6.0)
+    cold = {label: simulate_batch(BatchKey("pixel3", "resnet34", parse_choice(label, PIXEL3)), record_layers=False)
+            for label in ("0", "4567")}
+    assert hot["latency"]["0"] == pytest.approx(cold["0"].latency_s, rel=0.01)
+    assert hot["energy"]["0"] == pytest.approx(cold["0"].net_energy_j, rel=0.05)
+    assert hot["latency"]["4567"] > 1.05 * cold["4567"].latency_s
+    assert hot["power"]["4567"] < cold["4567"].net_energy_j / cold["4567"].latency_s
+
+
 def test_ncnn_team_over_big_and_little_cores_is_paced_by_the_little_ones():
     """ncnn's layer loops take OpenMP's static schedule (its profile's source): eight threads on a
     4+4 Pixel 3 give every little core a big core's share, so they trail four threads on the big

@@ -8,18 +8,21 @@ keep their model graphs between trials).
   * `Fig2`: Swan paper Fig. 2a/2b on the Pixel 3 (PyTorch training, batch 16, schedutil, the
     paper's prefix choices and the mixed ones), normalised as the paper normalises, plus the
     paper's selection as one-sided constraints (`swansim.dnn.calibrate.selection`).
-  * `Ncnn`: the ncnn benchmark rows (inference, batch 1, 224x224, threads on the big cores,
-    every core at its top clock: benchncnn's loops keep the cores busy, an assumption).
+  * `Ncnn`: the ncnn benchmark rows (inference, batch 1, benchncnn's input, threads on the big
+    cores, every core at its top clock: benchncnn's loops keep the cores busy, an assumption).
+  * `sustained_fig2_metrics`: Fig. 2 measured over sustained training, throttling included (a
+    diagnostic of the measurement protocol, not fitted on).
 """
 from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
 from typing import Sequence
 
-from swansim.batchmodel import BatchCost, BatchKey, simulate_batch
+from swansim.batchmodel import BatchCost, BatchKey, BatchModel, FastForward, simulate_batch
 from swansim.dnn import calibrate as cal
 from swansim.dnn.choices import Choice, enumerate_choices, parse_choice
 from swansim.dnn.runtime import Runtime
+from swansim.device import Device
 from swansim.dnn.tasks import FIG2_TASKS
 from swansim.hw.profile import Catalogue
 from swansim.pool import run_all
@@ -108,17 +111,49 @@ class Fig2(_Points):
         metrics = self.metrics(rt)
         out = []
         for name, figs in self.figures.items():
-            fig = "Swan Fig. 2a" if name == "resnet34" else "Swan Fig. 2b"
-            for metric, target in figs.items():
-                ref = max(target, key=target.get)  # the choice the paper normalises to (1.00)
-                for label, value in target.items():
-                    if label == ref:
-                        continue
-                    pred = metrics[name][metric][label] / metrics[name][metric][ref]
-                    out.append(cal.Residual(fig, f"{name} {metric} {label}", value, pred,
-                                            cal.reading_sigma(value, cal.MODEL_SIGMA)))
+            out += fig2_points(name, figs, metrics[name])
             out += cal.selection(name, figs, metrics[name], self.prefix, self.mixed)
         return out
+
+
+def fig2_points(name: str, figs: dict, metrics: dict) -> list[cal.Residual]:
+    """One model's Fig. 2 points: each metric of each plotted choice over the choice the paper
+    normalises that metric to (its 1.00), against the paper's value."""
+    fig = "Swan Fig. 2a" if name == "resnet34" else "Swan Fig. 2b"
+    out = []
+    for metric, target in figs.items():
+        ref = max(target, key=target.get)
+        for label, value in target.items():
+            if label != ref:
+                pred = metrics[metric][label] / metrics[metric][ref]
+                out.append(cal.Residual(fig, f"{name} {metric} {label}", value, pred,
+                                        cal.reading_sigma(value, cal.MODEL_SIGMA)))
+    return out
+
+
+def sustained_fig2_metrics(cat: Catalogue, model: str, labels: Sequence[str], minutes: float,
+                           memo: BatchModel | None = None) -> dict[str, dict[str, float]]:
+    """Fig. 2's metrics (latency s, energy J above the idle floor, power W) per choice, measured
+    as the paper measured energy - from battery drain, background subtracted - needs: over the
+    last minute of ``minutes`` of training from a phone at ambient, with its thermal zone and
+    engine throttling it (`FastForward` over the batch model). The background is the idle
+    phone's floor at ambient. `Fig2` measures the calibration's way instead: one warm-up and
+    the measured batches with every node held at ambient."""
+    spec = cat.device(FIG2_DEVICE)
+    memo = memo or BatchModel()
+    floor_w = Device(spec).platform.idle_floor_w
+    out: dict = {"latency": {}, "energy": {}, "power": {}}
+    for label in labels:
+        dev = Device(spec)
+        ff = FastForward(dev, memo, BatchKey(FIG2_DEVICE, model, parse_choice(label, spec.soc)))
+        recs = []
+        while dev.env.now < minutes * 60.0:
+            recs += ff.run_batches(1)
+        last = [r for r in recs if r.start_s >= (minutes - 1.0) * 60.0] or recs[-1:]
+        latency_s = sum(r.latency_s for r in last) / len(last)
+        net_j = sum(r.energy_j for r in last) / len(last) - floor_w * latency_s
+        out["latency"][label], out["energy"][label], out["power"][label] = latency_s, net_j, net_j / latency_s
+    return out
 
 
 class Ncnn(_Points):
