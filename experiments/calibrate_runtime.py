@@ -121,7 +121,7 @@ def run_ncnn(cat: Catalogue, args, pool) -> None:
     show_values(fitted, rt.fit_params)
     if not args.dry_run:
         prov = ("calibrated: ncnn benchmark rows (" + ", ".join(socs)
-                + "; big cores, 1 and 4 threads, 224x224 inference) by experiments/calibrate_runtime.py")
+                + "; big cores, 1 and 4 threads, inference at benchncnn's input) by experiments/calibrate_runtime.py")
         cal.write_back(path, fitted, rt.fit_params, prov)
         record(path, nc.residuals)
 

@@ -5,7 +5,7 @@ Targets (nothing else is fitted), transcribed in ``experiments/calibration/`` (s
     SD865/SD855/SD845 little/big/prime) sets the GEMM (``linear``) efficiency per core family
     in closed form; Fig. 2a/2b (Pixel 3, normalised latency/energy/power of 4567, 4, 0123, 0
     for ResNet-34 and ShuffleNetV2-x2) set the mechanism parameters by a MAP fit.
-  * ``ncnn`` (inference, batch 1, 224x224): the ncnn benchmark rows (Tencent/ncnn
+  * ``ncnn`` (inference, batch 1, benchncnn's input): the ncnn benchmark rows (Tencent/ncnn
     benchmark/README.md, benchncnn) for the SoCs that have profiles, big cluster, 1 and 4 threads.
 
 The predictions are the simulation's, exactly what users see: the residual functions live
