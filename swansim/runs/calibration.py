@@ -19,10 +19,10 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Sequence
 
 from swansim.batchmodel import BatchCost, BatchKey, BatchModel, FastForward, simulate_batch
+from swansim.device import Device
 from swansim.dnn import calibrate as cal
 from swansim.dnn.choices import Choice, enumerate_choices, parse_choice
 from swansim.dnn.runtime import Runtime
-from swansim.device import Device
 from swansim.dnn.tasks import FIG2_TASKS
 from swansim.hw.profile import Catalogue
 from swansim.pool import run_all
@@ -134,10 +134,10 @@ def fig2_points(name: str, figs: dict, metrics: dict) -> list[cal.Residual]:
 def sustained_fig2_metrics(cat: Catalogue, model: str, labels: Sequence[str], minutes: float,
                            memo: BatchModel | None = None) -> dict[str, dict[str, float]]:
     """Fig. 2's metrics (latency s, energy J above the idle floor, power W) per choice, measured
-    as the paper measured energy - from battery drain, background subtracted - needs: over the
-    last minute of ``minutes`` of training from a phone at ambient, with its thermal zone and
-    engine throttling it (`FastForward` over the batch model). The background is the idle
-    phone's floor at ambient. `Fig2` measures the calibration's way instead: one warm-up and
+    the way the paper's energies (from battery drain, background subtracted) had to be: over the
+    last minute of ``minutes`` of training from a phone at ambient, its thermal zone and engine
+    throttling it (`FastForward` over the batch model). The background is the idle phone's
+    floor at ambient. `Fig2` measures the calibration's way instead: one warm-up and
     the measured batches with every node held at ambient."""
     spec = cat.device(FIG2_DEVICE)
     memo = memo or BatchModel()
