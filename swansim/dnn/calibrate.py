@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from swansim.dnn.models import DEFAULT_INPUT
 from swansim.dnn.runtime import FitParam, Runtime, _replace_in_section, get_path, set_path, set_value, with_paths
 from swansim.hw.profile import Catalogue
 
@@ -52,8 +53,7 @@ NCNN_MODELS = {"squeezenet": "squeezenet1_1", "mobilenet": "mobilenet", "mobilen
 # for squeezenet and alexnet, (224, 224, 3) for the others; ImageNet's 1000 classes), batch 1.
 # Given explicitly: a model that is also a Swan task (mobilenet_v2) would otherwise be built at
 # its task's input and classes (swansim.dnn.tasks).
-NCNN_INPUT = {"squeezenet1_1": (3, 227, 227), "alexnet": (3, 227, 227)}
-NCNN_DEFAULT_INPUT = (3, 224, 224)
+NCNN_INPUT = {"squeezenet1_1": (3, 227, 227), "alexnet": (3, 227, 227)}   # others: DEFAULT_INPUT
 NCNN_CLASSES = 1000
 
 SELECTION_SIGMA = 0.01   # a 1% violation of the paper's ordering costs as much as one sigma
@@ -104,7 +104,7 @@ class NcnnRow:
     @property
     def input_shape(self) -> tuple[int, int, int]:
         """The input benchncnn runs the model at (`NCNN_INPUT`)."""
-        return NCNN_INPUT.get(self.model, NCNN_DEFAULT_INPUT)
+        return NCNN_INPUT.get(self.model, DEFAULT_INPUT)
 
 
 def read_ncnn(cat: Catalogue, path: Path = NCNN_CSV) -> list[NcnnRow]:
