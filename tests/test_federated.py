@@ -873,3 +873,16 @@ def test_a_dask_address_is_checked_before_any_work(tmp_path):
     with pytest.raises(InputError, match="no scheduler answers at 127.0.0.1:1"):
         run_fleet(small_config(rounds=1), make_cost, tmp_path / "d", dask_address="127.0.0.1:1", progress=False)
     assert not (tmp_path / "d").exists()
+
+
+def test_a_clients_lookups_cache_stays_in_its_process(pop):
+    """`UserTraces.user_lists` caches lists per process; a pickled population (what a pool's
+    workers get) carries the arrays only, and reads the same afterwards."""
+    import pickle
+
+    tl = pop.timeline(3, 0.0)
+    before = [tl.state_at(t) for t in (0.0, 5_000.0, 90_000.0)]
+    assert "_lists" in vars(pop.traces)
+    copy = pickle.loads(pickle.dumps(pop))
+    assert "_lists" not in vars(copy.traces)
+    assert [copy.timeline(3, 0.0).state_at(t) for t in (0.0, 5_000.0, 90_000.0)] == before

@@ -18,6 +18,7 @@ Which states allow training is not decided here: that is the policy's ``admit(st
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -131,6 +132,25 @@ class UserTraces:
     def __len__(self) -> int:
         return len(self.user_ids)
 
+    def __getstate__(self) -> dict:
+        state = dict(vars(self))
+        state.pop("_lists", None)   # a process's own cache, rebuilt on use
+        return state
+
+    def user_lists(self, user: int) -> "_UserLists":
+        """One user's rows and sessions as Python lists, built once per process: a single
+        client's lookups (`Timeline`) bisect them, where numpy's per-call overhead would be
+        most of the cost. The values are the arrays' own."""
+        cache = vars(self).setdefault("_lists", {})
+        got = cache.get(user)
+        if got is None:
+            r, s = slice(self.row_ptr[user], self.row_ptr[user + 1]), slice(self.ses_ptr[user], self.ses_ptr[user + 1])
+            got = cache[user] = _UserLists(
+                self.time_s[r].tolist(), self.battery_pct[r].tolist(), self.flags[r].tolist(),
+                self.network[r].tolist(), self.ses_start_s[s].tolist(), self.ses_end_s[s].tolist(),
+                self.ses_app[s].tolist())
+        return got
+
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in vars(self).values() if isinstance(a, np.ndarray))
@@ -166,17 +186,15 @@ class UserTraces:
         rounding steps until its own trace time reaches the change (the cycle's start plus
         the change's offset can land a step short of it)."""
         d = self.duration_s
-        tau = float(self.trace_time(local_s))
-        cands = [d]  # the wrap
-        for arr, lo, hi in ((self.time_s, self.row_ptr[user], self.row_ptr[user + 1]),
-                            (self.ses_start_s, self.ses_ptr[user], self.ses_ptr[user + 1]),
-                            (self.ses_end_s, self.ses_ptr[user], self.ses_ptr[user + 1])):
-            i = lo + np.searchsorted(arr[lo:hi], tau, side="right")
-            if i < hi:
-                cands.append(float(arr[i]))
-        nxt = min(cands)
+        tau = local_s % d   # `trace_time` for one time: Python's float modulo is numpy's
+        lists = self.user_lists(user)
+        nxt = d  # the wrap
+        for arr in (lists.time_s, lists.ses_start_s, lists.ses_end_s):
+            i = bisect_right(arr, tau)
+            if i < len(arr) and arr[i] < nxt:
+                nxt = arr[i]
         out = local_s - tau + nxt
-        while (self.trace_time(out) < nxt) if nxt < d else (self.trace_time(out) > 0.5 * d):
+        while (out % d < nxt) if nxt < d else (out % d > 0.5 * d):
             out = math.nextafter(out, math.inf)
         return out
 
@@ -220,6 +238,24 @@ class UserTraces:
             for a, b in _split_days(start, end):
                 yield Segment(a, b, math.nan, True)
             j += 1
+
+
+@dataclass(frozen=True, slots=True)
+class _UserLists:
+    """One base user's rows and sessions as Python lists (`UserTraces.user_lists`)."""
+
+    time_s: list[float]
+    battery_pct: list[float]
+    flags: list[int]
+    network: list[int]
+    ses_start_s: list[float]
+    ses_end_s: list[float]
+    ses_app: list[int]
+
+    def app_at(self, tau_s: float) -> int:
+        """`UserTraces.app_at` at one trace time."""
+        i = bisect_right(self.ses_start_s, tau_s) - 1
+        return self.ses_app[i] if i >= 0 and tau_s < self.ses_end_s[i] else NO_APP
 
 
 def _merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -310,10 +346,11 @@ class Timeline:
         tr, u = self.traces, self.user
         if not tr.known(u):
             return None
-        tau = np.array([tr.trace_time(t_s + self.shift_s)])
-        r = int(tr.row_at(u, tau)[0])
-        return _state(t_s, self.shift_s, float(tr.battery_pct[r]), int(tr.flags[r]), int(tr.network[r]),
-                      int(tr.app_at(u, tau)[0]), self.loan_j, self.capacity_j)
+        lists = tr.user_lists(u)
+        tau = (t_s + self.shift_s) % tr.duration_s   # `UserTraces.trace_time` for one time
+        r = bisect_right(lists.time_s, tau) - 1
+        return _state(t_s, self.shift_s, lists.battery_pct[r], lists.flags[r], lists.network[r],
+                      lists.app_at(tau), self.loan_j, self.capacity_j)
 
     def next_change_s(self, t_s: float) -> float:
         """Server time of the next traced change (a state row, or a session start or end) after

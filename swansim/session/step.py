@@ -34,13 +34,27 @@ def is_quiet(state: PhoneState, changed: bool) -> bool:
     return state.idle and not state.charging and not changed
 
 
+_CHOICES: dict[int, tuple[SocSpec, tuple[Choice, ...]]] = {}
+
+
+def _choices(soc: SocSpec) -> tuple[Choice, ...]:
+    """`enumerate_choices(soc)`, built once per SoC object (a fleet makes a step per request;
+    the entry keeps its SoC alive, so an id is never reused under it)."""
+    got = _CHOICES.get(id(soc))
+    if got is None or got[0] is not soc:
+        if len(_CHOICES) >= 64:
+            _CHOICES.clear()
+        got = _CHOICES[id(soc)] = (soc, tuple(enumerate_choices(soc, mixed=True)))
+    return got[1]
+
+
 class PolicyStep:
     """A policy on one phone, batch by batch: admission (declines counted by reason), the
     plan, the observation; the request counters; the batches it observed (``stats``)."""
 
     def __init__(self, policy: Policy, soc: SocSpec, model: str, request: int = 0):
         self.policy = policy
-        self.choices: tuple[Choice, ...] = tuple(enumerate_choices(soc, mixed=True))
+        self.choices = _choices(soc)
         self.default_choice = pytorch_default(soc)
         self.info = model_info(model)
         self.stats: list[BatchStats] = []
