@@ -24,6 +24,7 @@ the thermal history's effect on the batch itself (only caps and leakage carry it
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -196,6 +197,9 @@ def code_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
+_MERGE = threading.Lock()   # a process's memo merges and snapshots (`BatchModel.add`, `save`)
+
+
 class BatchModel:
     """`simulate_batch`, memoised: a bounded least-recently-used map with hit/miss counters."""
 
@@ -227,8 +231,10 @@ class BatchModel:
         return costs
 
     def add(self, key: BatchKey, cost: BatchCost) -> None:
-        """A cost computed elsewhere (a pool worker) joins the memo."""
-        self._memo[key] = cost
+        """A cost computed elsewhere (a pool worker) joins the memo. (A fleet's coordinator
+        threads - one per policy - add and save concurrently: `_MERGE`.)"""
+        with _MERGE:
+            self._memo[key] = cost
 
     def fresh(self) -> dict[BatchKey, BatchCost]:
         """The costs this process has simulated since it was last asked (what a fleet worker
@@ -256,7 +262,9 @@ class BatchModel:
 
         from swansim.results import write_bytes
 
-        blob = pickle.dumps(list(self._memo.items()))
+        with _MERGE:
+            items = list(self._memo.items())
+        blob = pickle.dumps(items)
         write_bytes(path, pickle.dumps((code_fingerprint(), hashlib.sha256(blob).hexdigest(), blob)))
 
     def load(self, path) -> int:

@@ -699,6 +699,21 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
         run_fleet(replace(cfg, per_round=9), make_cost, tmp_path / "cut", progress=False)
 
 
+def test_policies_run_side_by_side_in_a_pool_stop_together_and_resume_to_the_serial_result(tmp_path):
+    """With a pool, each policy's rounds run in a coordinator thread of their own: the files are
+    those of the serial run; an error in one policy's round ends the other's too, and whatever
+    each had checkpointed resumes to the same files."""
+    cfg = small_config(policies=("steady", "sharing"), rounds=5)
+    run_fleet(cfg, make_cost, tmp_path / "serial", progress=False)
+    run_fleet(cfg, make_cost, tmp_path / "pool", jobs=2, progress=False)
+    assert _files(tmp_path / "pool") == _files(tmp_path / "serial")
+    with pytest.raises(Interrupt):
+        run_fleet(cfg, interrupting_cost(after_round=2), tmp_path / "cut", jobs=2, progress=False)
+    assert not (tmp_path / "cut" / "rounds.csv").exists()
+    run_fleet(cfg, make_cost, tmp_path / "cut", jobs=2, progress=False)
+    assert _files(tmp_path / "cut") == _files(tmp_path / "serial")
+
+
 # A fleet run in a process of its own, each client's training slowed by a sleep, so that a
 # SIGKILL lands in the middle of the run (between rounds or inside one).
 _KILLABLE = """

@@ -34,6 +34,8 @@ import hashlib
 import json
 import math
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -295,6 +297,11 @@ class _ProcessExecutor:
             self._ok = False
             raise
 
+    def abort(self) -> None:
+        """End the workers now (an interrupt, or another policy's error)."""
+        self._ok = False
+        stop_pool(self.pool)
+
     def close(self) -> None:
         if self._ok:
             self.pool.shutdown(cancel_futures=True)
@@ -340,6 +347,28 @@ class _DaskExecutor:
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+def _play_all(play: Callable[[str], PolicyRun], policies, concurrent: bool, executor, stop: threading.Event) -> list:
+    """``play`` for each policy, in order; with ``concurrent``, the policies side by side, one
+    coordinator thread each, their chunks sharing the pool: a worker that has finished one
+    policy's chunks of a round takes the other's instead of waiting for the round's slowest
+    chunk. The policies' runs are independent (own state, own checkpoint, each client's work
+    keyed by its client and round), so the results are those of the runs one after another.
+    An error or an interrupt in any stops the others: the pool is ended at once, and what each
+    has checkpointed stays."""
+    if not concurrent or len(policies) < 2:
+        return [play(p) for p in policies]
+    threads = ThreadPoolExecutor(len(policies), thread_name_prefix="policy")
+    futures = [threads.submit(play, p) for p in policies]
+    try:
+        return [f.result() for f in futures]
+    except BaseException:
+        stop.set()
+        executor.abort()   # the other policy's round in flight ends now, not at its end
+        raise
+    finally:
+        threads.shutdown(wait=True)
 
 
 def _executor(ctx: WorkContext, jobs: int, dask_address: str | None):
@@ -469,27 +498,31 @@ def _run(config: FleetConfig, out: Path, ctx: WorkContext, population: Populatio
     for p in config.policies:
         logs[p], states[p] = _open_checkpoint(out, config, p, _identity(config, p))
     done = sum(s.round for s in states.values() if s is not None)
-    rows: list[dict] = []
-    lookups = (0, 0)
     executor = _executor(ctx, jobs, dask_address)
+    lock, stop = threading.Lock(), threading.Event()
     try:
         with tqdm(total=len(config.policies) * config.rounds, initial=done, disable=not progress,
                   desc="fleet", unit="round") as bar:
-            for p in config.policies:
+            def play(p: str) -> PolicyRun:
+                """One policy's rounds to the end (or until ``stop``), each checkpointed."""
                 run = PolicyRun(p, ctx, executor, config.settings(), test_set, config.critical_battery_pct, states[p],
                                 config.charger_budget)
-                while run.state.round < config.rounds:
+                while run.state.round < config.rounds and not stop.is_set():
                     row = run.play_round()
                     logs[p].append(run.state)
-                    if on_round is not None:
-                        on_round()
-                    bar.set_postfix(policy=p, accuracy=f"{row['accuracy']:.3f}", refresh=False)
-                    bar.update(1)
-                rows += run.state.rows
-                lookups = (lookups[0] + run.lookups[0], lookups[1] + run.lookups[1])
+                    with lock:
+                        if on_round is not None:
+                            on_round()
+                        bar.set_postfix(policy=p, accuracy=f"{row['accuracy']:.3f}", refresh=False)
+                        bar.update(1)
+                return run
+
+            runs = _play_all(play, config.policies, isinstance(executor, _ProcessExecutor), executor, stop)
     finally:
         if hasattr(executor, "close"):
             executor.close()
+    rows = [row for run in runs for row in run.state.rows]
+    lookups = (sum(run.lookups[0] for run in runs), sum(run.lookups[1] for run in runs))
     rounds = pd.DataFrame(rows, columns=list(ROUND_COLUMNS))
     summary = summarize(rounds, config.target_accuracy, config.baseline_policy)
     write_csv(rounds, out / "rounds.csv", lineterminator="\n")
