@@ -378,3 +378,20 @@ def test_a_stretch_of_batches_ends_where_the_batches_one_by_one_do(monkeypatch):
     assert c.ff.platform.thermal.temp_c == pytest.approx(one.platform.thermal.temp_c, abs=0.05)
     assert c.ff.platform.total_energy_j == pytest.approx(c.full.platform.total_energy_j, rel=0.02)
     assert c.ff.platform.thermal.temp_c == pytest.approx(c.full.platform.thermal.temp_c, abs=0.5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(t_s=st.floats(0.0, 1e6), period_s=st.sampled_from([0.1, 0.25, 1.0 / 3.0, 1.0, 2.5, 10.0]),
+       periods=st.one_of(st.floats(0.0, 5000.0), st.integers(0, 5000).map(float)))
+def test_a_skipped_pollers_last_poll_is_the_one_its_own_sleeps_reach(t_s, period_s, periods):
+    """`_last_poll` (numpy's in-order accumulate for long bets) lands on the very float the
+    poller's sleeps, one period at a time, would: a skip must not move a poll by a bit."""
+    from swansim.device import _last_poll
+
+    horizon_s = t_s + periods * period_s
+    last, n = t_s, 0
+    while last + period_s < horizon_s:
+        last += period_s
+        n += 1
+    got = _last_poll(t_s, period_s, horizon_s)
+    assert got == (last, n) and type(got[0]) is float
