@@ -110,16 +110,18 @@ class Interrupt(Exception):
     pass
 
 
-def interrupting_cost(after_round: int):
-    def factory(model, policy):
-        cost = make_cost(model, policy)
+def interrupting_cost(after_round: int, policy: str | None = None):
+    """A cost that fails in round ``after_round + 1`` (of ``policy`` only, if given)."""
+    def factory(model, name):
+        cost = make_cost(model, name)
+        fails = policy is None or name == policy
 
         class Stop:
             def admit(self, client, state):
                 return cost.admit(client, state)
 
             def train(self, req):
-                if req.round > after_round:
+                if fails and req.round > after_round:
                     raise Interrupt(f"killed in round {req.round}")
                 return cost.train(req)
         return Stop()
@@ -699,6 +701,13 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
         run_fleet(replace(cfg, per_round=9), make_cost, tmp_path / "cut", progress=False)
 
 
+def _checkpointed_rounds(out: Path, policy: str) -> int:
+    from swansim.federated.checkpoint import Checkpoint
+
+    state = Checkpoint(out / "checkpoints" / f"{policy}.log", {}).load()
+    return 0 if state is None else state.round
+
+
 def test_policies_run_side_by_side_in_a_pool_stop_together_and_resume_to_the_serial_result(tmp_path):
     """With a pool, each policy's rounds run in a coordinator thread of their own: the files are
     those of the serial run; an error in one policy's round ends the other's too, and whatever
@@ -712,6 +721,11 @@ def test_policies_run_side_by_side_in_a_pool_stop_together_and_resume_to_the_ser
     assert not (tmp_path / "cut" / "rounds.csv").exists()
     run_fleet(cfg, make_cost, tmp_path / "cut", jobs=2, progress=False)
     assert _files(tmp_path / "cut") == _files(tmp_path / "serial")
+    # the second policy fails while the first would run on: both stop at the failure
+    with pytest.raises(Interrupt):
+        run_fleet(replace(cfg, rounds=40), interrupting_cost(after_round=2, policy="sharing"), tmp_path / "late",
+                  jobs=2, progress=False)
+    assert _checkpointed_rounds(tmp_path / "late", "steady") < 40
 
 
 # A fleet run in a process of its own, each client's training slowed by a sleep, so that a

@@ -35,7 +35,7 @@ import json
 import math
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -362,6 +362,8 @@ def _play_all(play: Callable[[str], PolicyRun], policies, concurrent: bool, exec
     threads = ThreadPoolExecutor(len(policies), thread_name_prefix="policy")
     futures = [threads.submit(play, p) for p in policies]
     try:
+        for f in as_completed(futures):
+            f.result()   # the first error raises here, whichever policy it came from
         return [f.result() for f in futures]
     except BaseException:
         stop.set()
