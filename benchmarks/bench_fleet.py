@@ -20,6 +20,7 @@ import math
 import resource
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -56,13 +57,15 @@ def bare_fedavg(cfg: FleetConfig) -> tuple[float, int]:
 
 
 def swansim_fleet(cfg: FleetConfig, out, jobs: int) -> tuple[float, int, str]:
-    """One swansim fleet run into ``out``: (CPU seconds, client-rounds, the memo's report)."""
-    t0 = cpu_s()
+    """One swansim fleet run into ``out``: (CPU seconds, client-rounds, the memo's and the wall
+    time's report)."""
+    t0, wall0 = cpu_s(), time.perf_counter()
     result, bm = run_policy_fleet(cfg, out, jobs, progress=False)
+    cpu, wall = cpu_s() - t0, time.perf_counter() - wall0
     n = int(result.rounds["selected"].sum())
     hits, misses = result.lookups
-    return cpu_s() - t0, n, (f"{len(bm)} batches in the memo, {misses} simulated in the rounds, {hits} hits; "
-                             f"simulated {result.rounds['time_h'].max():.2f} h")
+    return cpu, n, (f"{len(bm)} batches in the memo, {misses} simulated in the rounds, {hits} hits; "
+                    f"simulated {result.rounds['time_h'].max():.2f} h; {wall:.1f} s wall, {cpu / wall:.2f} cores busy")
 
 
 def peak_rss_mib() -> tuple[float, float]:
