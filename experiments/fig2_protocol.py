@@ -14,8 +14,8 @@ How long the paper trained per choice is not stated: ``--minutes`` is an assumpt
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
+from dataclasses import replace
 
 from swansim.batchmodel import BatchModel
 from swansim.cli import guarded
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     cat = Catalogue.load()
     cold = Fig2(cat).metrics(load_runtime("pytorch"))
     memo = BatchModel()
-    errors: dict[str, list[float]] = {"calibration": [], "sustained": []}
+    points: list[cal.Residual] = []   # both protocols' points, each under its protocol's name
     print(f"{'point':<34} {'paper':>6} {'calibration':>12} {'sustained':>10}")
     for m in models:
         labels = sorted({label for target in figures[m].values() for label in target})
@@ -50,10 +50,9 @@ def main(argv=None) -> int:
         for a, b in zip(fig2_points(m, figures[m], cold[m]), fig2_points(m, figures[m], hot)):
             print(f"{a.point:<34} {a.target:>6.2f} {a.predicted:>7.3f} ({a.predicted / a.target - 1:+4.0%}) "
                   f"{b.predicted:>6.3f} ({b.predicted / b.target - 1:+4.0%})")
-            errors["calibration"].append(abs(a.predicted / a.target - 1))
-            errors["sustained"].append(abs(b.predicted / b.target - 1))
-    for name, e in errors.items():
-        print(f"{name}: median |error| {statistics.median(e):.0%}, worst {max(e):.0%} over {len(e)} points")
+            points += [replace(a, figure="calibration"), replace(b, figure="sustained")]
+    for name, n, median_pct, worst_pct, _ in cal.summarise(points):
+        print(f"{name}: median |error| {median_pct / 100:.0%}, worst {worst_pct / 100:.0%} over {n} points")
     return 0
 
 

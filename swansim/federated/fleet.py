@@ -349,15 +349,15 @@ class _DaskExecutor:
             self.cluster.close()
 
 
-def _play_all(play: Callable[[str], PolicyRun], policies, concurrent: bool, executor, stop: threading.Event) -> list:
-    """``play`` for each policy, in order; with ``concurrent``, the policies side by side, one
+def _play_all(play: Callable[[str], PolicyRun], policies, executor, stop: threading.Event) -> list:
+    """``play`` for each policy, in order; over a process pool, the policies side by side, one
     coordinator thread each, their chunks sharing the pool: a worker that has finished one
     policy's chunks of a round takes the other's instead of waiting for the round's slowest
     chunk. The policies' runs are independent (own state, own checkpoint, each client's work
     keyed by its client and round), so the results are those of the runs one after another.
     An error or an interrupt in any stops the others: the pool is ended at once, and what each
     has checkpointed stays."""
-    if not concurrent or len(policies) < 2:
+    if not isinstance(executor, _ProcessExecutor) or len(policies) < 2:
         return [play(p) for p in policies]
     threads = ThreadPoolExecutor(len(policies), thread_name_prefix="policy")
     futures = [threads.submit(play, p) for p in policies]
@@ -519,7 +519,7 @@ def _run(config: FleetConfig, out: Path, ctx: WorkContext, population: Populatio
                         bar.update(1)
                 return run
 
-            runs = _play_all(play, config.policies, isinstance(executor, _ProcessExecutor), executor, stop)
+            runs = _play_all(play, config.policies, executor, stop)
     finally:
         if hasattr(executor, "close"):
             executor.close()
