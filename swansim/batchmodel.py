@@ -96,15 +96,19 @@ def _graph(model: str, batch, input_shape, num_classes, mode: str) -> Model:
 
 
 def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
-                   record_layers: bool = True, loops: str = DEFAULT_LOOPS) -> BatchCost:
+                   record_layers: bool = True, loops: str = DEFAULT_LOOPS,
+                   attach: Callable[[Device, TrainingJob], None] | None = None) -> BatchCost:
     """The event-level simulation of ``key``'s batch (see the module doc). ``runtime`` and
     ``spec`` replace the named runtime and profile (a calibration trial, a swept figure);
-    ``loops``: how per-group loops run (`dnn.training.LOOPS`)."""
-    return simulate_batches(key, runtime, spec, record_layers, loops)[key]
+    ``loops``: how per-group loops run (`dnn.training.LOOPS`); ``attach`` is called with the
+    phone and the job before anything runs, to attach probes from outside (it must not change
+    what runs)."""
+    return simulate_batches(key, runtime, spec, record_layers, loops, attach)[key]
 
 
 def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
-                     record_layers: bool = True, loops: str = DEFAULT_LOOPS) -> dict[BatchKey, BatchCost]:
+                     record_layers: bool = True, loops: str = DEFAULT_LOOPS,
+                     attach: Callable[[Device, TrainingJob], None] | None = None) -> dict[BatchKey, BatchCost]:
     """`simulate_batch`, and the cost of its first batch too when that is a warm-up batch: the
     cold start of `BatchKey.cold_twin`, the same events as that key's own run up to its end."""
     spec = spec or Catalogue.load().device(key.device)
@@ -151,6 +155,8 @@ def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: Device
             mark(row[0])
 
     job.on_batch = on_batch
+    if attach is not None:
+        attach(dev, job)
     dev.env.run(until=job.process)
 
     def cost(first: int, n: int) -> BatchCost:

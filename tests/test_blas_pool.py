@@ -109,3 +109,32 @@ def test_a_per_sample_gemm_region_makes_a_call_per_sample():
     calls = {model.layers[i].op: r.gemm_calls for i in range(len(model.layers))
              for r in phase_regions(view, model, i, "fwd", c) if r.gemm_mnk > 0}
     assert calls == {"conv": model.batch, "pointwise": model.batch, "linear": 1}
+
+
+# -- where the pools' threads run (swansim.runs.placement, experiments/where_threads_run.py) ----
+
+def test_where_a_pinned_choices_threads_run_is_its_cores_and_no_more_threads_than_it_has():
+    """ResNet-34 on 4567: the master and every worker of both pools only on the big cores; a
+    role never more threads runnable than it has; the op classes' times add up to the batch."""
+    from swansim.runs.placement import batch_placement
+
+    p = batch_placement(BatchKey("pixel3", "resnet34", parse_choice("4567", PIXEL3.soc)))
+    assert {(r["cluster"], r["cores"]) for r in p.threads if r["cores"]} == {("big", "4567"), ("big", "4"),
+                                                                            ("big", "567")}
+    per_role = {}
+    for r in p.threads:
+        per_role[r["role"]] = per_role.get(r["role"], 0.0) + r["busy"] + r["spinning"]
+    assert per_role["master"] <= 1.0 + 1e-9 and per_role["openmp"] <= 3.0 + 1e-9 and per_role["blas"] <= 3.0 + 1e-9
+    assert sum(o["s"] for o in p.ops) == pytest.approx(p.cost.latency_s, rel=0.01)
+
+
+def test_openblas_workers_of_the_default_never_sleep_between_resnet34s_gemms():
+    """The default's pool holds a worker on each of the other seven CPUs; spinning 0.109 s after
+    each GEMM, far longer than ResNet-34's gaps between them, they stay runnable all batch long:
+    seven threads, busy or spinning, the whole time - the cores the OpenMP team cannot have."""
+    from swansim.runs.placement import batch_placement
+
+    p = batch_placement(BatchKey("pixel3", "resnet34", pytorch_default(PIXEL3.soc)))
+    blas = [r for r in p.threads if r["role"] == "blas"]
+    assert sum(r["busy"] + r["spinning"] for r in blas) == pytest.approx(7.0, rel=1e-3)
+    assert sum(r["spinning"] for r in blas) > sum(r["busy"] for r in blas)

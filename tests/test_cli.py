@@ -229,6 +229,7 @@ def test_one_line_error_from_a_fresh_process():
     ("baseline_landscape.py", ["--devices", "nokia3310"], "--devices: 'nokia3310': unknown profile"),
     ("fleet_tta.py", ["--tasks", "resnet35", "--out", "unused"], "--tasks: 'resnet35': unknown task"),
     ("ux_raise.py", ["--devices", "nokia3310"], "--devices: 'nokia3310': unknown profile"),
+    ("where_threads_run.py", ["--choice", "48"], "--choice: '48': cpus must be distinct and below 8 on pixel3"),
 ])
 def test_an_experiment_scripts_bad_input_is_one_line(script, args, message, tmp_path):
     r = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "experiments" / script), *args],
