@@ -31,9 +31,14 @@ one warm-up and two measured batches, schedutil). Variants:
   upmigrate=71/65   sched_upmigrate/downmigrate as CAF's sm6150 post_boot writes them
   upmigrate=80/80   mainline's fits_capacity margin (1280/1024) in place of WALT's
   core_ctl=off      every CPU online
+  fallback=previous a waking task that fits no CPU keeps its previous one (Android 4.9), or on
+                    msm takes the CPU with the most spare capacity only if some is positive: the
+                    kernels' own find_best_target fallback (placement walt-prevcpu), not the
+                    reference's most spare of any sign (kernel.walt.WaltPlacement)
   kernel=wakeup     the simulator's placement before the phone kernels were modelled
 
-Pinned rows only change with the group (its cpuset) and the waiting policy; the other variants
+Pinned rows change with the group (its cpuset), the waiting policy and the pools, and may with
+the fallback (a pinned choice's BLAS workers are placed within its cores); the other variants
 re-run the default row alone (a pinned thread ignores placement and core_ctl).
 Writes ``rows.csv`` (every simulated row, appended as runs finish: an interrupted run resumes;
 ``rows.fingerprint`` names the code and profiles that computed them, and rows from others are
@@ -59,10 +64,11 @@ from swansim.hw.profile import SWAN_PHONES, Catalogue, DeviceSpec
 from swansim.pool import run_all
 
 VARIANTS = ("reference", "group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4",
-            "blas=off", "blas=per-call", "upmigrate=71/65", "upmigrate=80/80", "core_ctl=off", "kernel=wakeup")
+            "blas=off", "blas=per-call", "upmigrate=71/65", "upmigrate=80/80", "core_ctl=off", "fallback=previous",
+            "kernel=wakeup")
 # which variants change the pinned rows (the others re-run the default row only)
 REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4", "blas=off",
-               "blas=per-call")
+               "blas=per-call", "fallback=previous")
 KMP_BLOCKTIME_S = 0.2     # LLVM libomp's default KMP_BLOCKTIME (openmp.llvm.org runtime docs)
 GOMP_THROTTLED_SPINS = 100   # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset, threads > CPUs
 GOMP_DEFAULT_SPINS = 300_000  # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset
@@ -103,8 +109,9 @@ def _spec(variant: str, spec: DeviceSpec) -> DeviceSpec:
 
 
 def _key(spec: DeviceSpec, model: str, variant: str, choice) -> BatchKey:
-    placement = {"core_ctl=off": "walt-nocorectl", "kernel=wakeup": "wakeup"}.get(variant, "auto")
-    if placement == "walt-nocorectl" and spec.kernel is None:
+    placement = {"core_ctl=off": "walt-nocorectl", "fallback=previous": "walt-prevcpu",
+                 "kernel=wakeup": "wakeup"}.get(variant, "auto")
+    if placement.startswith("walt-") and spec.kernel is None:
         placement = "auto"
     group = "foreground" if variant == "group=foreground" else "top_app"
     return BatchKey(spec.name, model, choice, placement=placement, group=group, batches=2, warmup=1)

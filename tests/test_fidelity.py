@@ -26,9 +26,9 @@ def cat():
     return Catalogue.load()
 
 
-def _device(name: str, governor: str = "performance") -> Device:
+def _device(name: str, governor: str = "performance", placement: str = "auto") -> Device:
     return Device(Catalogue.load().device(name),
-                  DeviceConfig(governor=governor, thermal_governor="off", frozen_temps=True))
+                  DeviceConfig(governor=governor, thermal_governor="off", frozen_temps=True, placement=placement))
 
 
 def _speed(dev) -> list[float]:
@@ -250,6 +250,37 @@ def test_an_idle_gold_cpu_pulls_from_a_little_one_only_when_a_cpu_is_overutilize
     seen = [_trace(dev, t) for t in tasks]
     dev.run(1.0)
     assert any(c in bigger for trace in seen for at, c in trace if at > 0.5) == overutilized
+
+
+@pytest.mark.parametrize("device, placement, lands_on", [
+    ("pixel3", "walt", "spare"), ("galaxy-s10e", "walt", "spare"),
+    ("pixel3", "walt-prevcpu", "previous"), ("galaxy-s10e", "walt-prevcpu", "spare")])
+def test_a_task_that_fits_no_cpu_takes_the_most_spare_or_as_its_kernel_the_previous_one(device, placement, lands_on):
+    """Every CPU runs a pinned hog, little CPU 0's at half duty, when a big task that slept wakes:
+    it fits no CPU. The reference takes the CPU with the most spare capacity; the kernels' own
+    rule (walt-prevcpu): msm the same when that spare is positive, Android 4.9's find_best_target
+    nothing, so the task keeps its previous CPU."""
+    dev = _device(device, placement=placement)
+    n = dev.platform.n_cpus
+    task = _hog(dev, "task", affinity=tuple(range(n)))
+    dev.run(0.3)
+    k = dev.platform.cluster_of_cpu[0]
+    rate_cpu = dev.platform.freq_mhz[k] * 1e6 * _speed(dev)[k]
+    dev.sched.run(dev.sched.spawn("half", affinity=(0,)), 1e15, _speed(dev), idle_s_per_unit=1.0 / rate_cpu)
+    for c in range(1, n):
+        _hog(dev, f"hog{c}", affinity=(c,))
+    dev.run(0.31)
+    pl = dev.sched.placement
+    previous = task.cpu
+    assert previous != 0 and not pl.fits(pl.demand(task), 0, 0)
+    dev.sched.stop(task)
+    dev.run(0.5)
+    dev.sched.run(task, 1e15, _speed(dev))
+    dev.run(0.501)
+    spare = [pl.cap[c] - sum(pl.demand(t) for t in dev.sched.threads if t.runnable and t.cpu == c and t is not task)
+             for c in range(n)]
+    assert all(s < pl.demand(task) for s in spare) and max(spare) == spare[0] > 0   # fits nowhere; CPU 0 has spare
+    assert task.cpu == (previous if lands_on == "previous" else 0)
 
 
 @settings(max_examples=60, deadline=None)

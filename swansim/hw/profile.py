@@ -309,6 +309,13 @@ class KernelSpec:
         """Where a boosted task starts its search: "biggest" (Android 4.9) or "middle" (msm)."""
         return "biggest" if self.flavour.startswith("android-4.9") else "middle"
 
+    @property
+    def most_spare_fallback(self) -> bool:
+        """Whether find_best_target, finding no CPU the waking task fits, falls back to the CPU
+        with the most spare capacity (msm) before the task's previous CPU (Android 4.9: straight
+        to the previous CPU). `kernel.walt.WaltPlacement._fallback` cites both."""
+        return not self.flavour.startswith("android-4.9")
+
 
 _DEFAULT_STUNE = StuneGroup()
 

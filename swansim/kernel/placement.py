@@ -10,9 +10,10 @@ thread and the phone owner's app share a big core - so a device picks one by nam
 
 The placements by name (`PLACEMENTS`): `wakeup` (`WakeupPlacement`: running threads stay; waking
 threads take idle cores, biggest first; idle cores pull threads that would run faster), `eas`
-(the same with EAS's capacity fit), `walt` and `walt-nocorectl` (kernel.walt.WaltPlacement: the
-vendor kernels' windowed demand, up/downmigrate margins, schedtune boost and core_ctl, from the
-phone profile's `[kernel]` table), `throughput` (greedy re-placement). A device asks for "auto":
+(the same with EAS's capacity fit), `walt`, `walt-nocorectl` and `walt-prevcpu`
+(kernel.walt.WaltPlacement: the vendor kernels' windowed demand, up/downmigrate margins,
+schedtune boost and core_ctl, from the phone profile's `[kernel]` table), `throughput` (greedy
+re-placement). A device asks for "auto":
 `walt` where its profile has a `[kernel]` table, else `wakeup`. Pinned threads stay where they
 are pinned.
 """
@@ -253,13 +254,15 @@ FIT_MARGIN = 1280 / 1024
 _GAIN = 1.0 + 1e-9
 # Placement strategies by name; each call gives a fresh (possibly stateful) placement for a
 # device spec. "walt" needs a profile with a `[kernel]` table; "walt-nocorectl" is the same
-# with core_ctl off (every CPU online).
+# with core_ctl off (every CPU online); "walt-prevcpu" with each kernel's own fallback for a task
+# that fits no CPU (kernel.walt.WaltPlacement._fallback).
 PLACEMENTS: Registry[Callable[..., Placement]] = Registry("placement")
 PLACEMENTS.register("wakeup", lambda spec: WakeupPlacement())
 PLACEMENTS.register("eas", lambda spec: CapacityAwarePlacement())
 PLACEMENTS.register("throughput", lambda spec: place_for_throughput)
 PLACEMENTS.register("walt", lambda spec: WaltPlacement(spec.kernel))
 PLACEMENTS.register("walt-nocorectl", lambda spec: WaltPlacement(spec.kernel, core_ctl=False))
+PLACEMENTS.register("walt-prevcpu", lambda spec: WaltPlacement(spec.kernel, previous_cpu=True))
 # "auto": what the phone's kernel does - the profile's flavour where it names one, else `wakeup`.
 AUTO = "auto"
 

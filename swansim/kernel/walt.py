@@ -328,6 +328,15 @@ class WaltPlacement:
       balance runs until nothing moves, so a plan with the same threads on the same cores in
       the same window is already placed (a thread that ends its work and spins at a barrier
       keeps its CPU) and is not placed again.
+    - A waking task that fits no CPU (every CPU's utilisation plus its own above capacity, as
+      when OpenBLAS's spinning workers fill the phone) goes to the CPU with the most spare
+      capacity, even none. That is msm's rule where some spare is positive; where none is, and
+      on Android 4.9 always, the kernels keep the task's previous CPU (`_fallback`, placement
+      "walt-prevcpu", experiments/fidelity_sensitivity.py's ``fallback=previous``). The
+      kernels' own rule is not the default yet: it makes PyTorch's default team spread over the
+      spinners' CPUs or packed with its master depending on its history, which the batch
+      model's keys do not carry (on the Pixel 3, ResNet-34's default fast-forwarded through
+      throttling ends 14% short of its full simulation).
 
     Demand changes only when a window closes, so the kernel's window rollover is one timer,
     armed only while some unpinned thread is runnable (only those can move) - never per
@@ -338,11 +347,12 @@ class WaltPlacement:
     big-task rotation, per-task boost, the ``unfilter`` threshold of colocation, util clamps.
     """
 
-    def __init__(self, kernel, core_ctl: bool = True):
+    def __init__(self, kernel, core_ctl: bool = True, previous_cpu: bool = False):
         self.kernel = kernel
         self.window_s = kernel.window_ms / 1000.0
         self.walt = WaltDemand(self.window_s, kernel.hist_size, kernel.init_task_load_pct)
         self._core_ctl_on = core_ctl
+        self.previous_cpu = previous_cpu         # a task that fits no CPU: the kernels' fallback (`_fallback`)
         self.core_ctl: CoreCtl | None = None
         self.sched = None
         self._rec: dict[int, object] = {}        # tid -> TaskDemand
@@ -580,11 +590,34 @@ class WaltPlacement:
             return best_idle
         if target is None:
             target = best_active if prefer_idle else best_idle
-        if target is None:
-            target = most_spare
-        if target is None:
-            target = max(allowed, key=lambda c: (self.cap[c] * t.weight / (load[c] + t.weight), c == t.cpu, -c))
-        return target
+        if target is not None:
+            return target
+        if self.previous_cpu:
+            return self._fallback(t, allowed, most_spare, most_spare_cap, load)
+        if most_spare is not None:
+            return most_spare
+        return max(allowed, key=lambda c: (self.cap[c] * t.weight / (load[c] + t.weight), c == t.cpu, -c))
+
+    def _fallback(self, t: Thread, allowed, most_spare, most_spare_cap: float, load) -> int:
+        """Where a waking task that fits no CPU goes, as the kernels' code has it (placement
+        "walt-prevcpu"; class doc). msm-4.14 and msm-4.19 take the CPU with the most spare
+        capacity, counting only a positive spare (most_spare_wake_cap starts at 0 and must be
+        exceeded: trueToastedCode/android_kernel_oneplus7_sm8150@ce82c5d msm-4.14
+        kernel/sched/fair.c L7717-7722, L8033-8036; PixelExperiencePlus/
+        android_kernel_oneplus_sm8250@02a9276a find_best_target); Android 4.9's
+        find_best_target has no such fallback and returns -1. Either way the caller then keeps
+        the task's previous CPU (msm-4.14 fair.c L8465-8466; sm8250 select_task_rq_fair
+        "new_cpu = prev_cpu"; PixelOS-Bluecross/kernel_google_crosshatch@79dc4403
+        select_energy_cpu_brute "if (next_cpu == -1) target_cpu = prev_cpu"). Not modelled:
+        Android 4.9 leaves the energy-aware path while the root domain is over-utilized, for
+        wake_affine and select_idle_sibling, which with no idle CPU also keep the previous CPU
+        or take the waker's."""
+        if most_spare is not None and most_spare_cap > 0.0 and self.kernel.most_spare_fallback:
+            return most_spare
+        if t.cpu is not None and t.cpu in allowed:
+            return t.cpu
+        # a task that never ran: the allowed CPU that would give it the largest share
+        return max(allowed, key=lambda c: (self.cap[c] * t.weight / (load[c] + t.weight), -c))
 
     def _misfit(self, t: Thread, d: float) -> bool:
         r = self.rank[t.cpu]
