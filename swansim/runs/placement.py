@@ -5,7 +5,8 @@ scheduler probe `session.probes.CpuOccupancy` attached from outside. Over the me
 per role of thread - the master (the Python thread: OpenMP's master and OpenBLAS's caller),
 the OpenMP workers, OpenBLAS's pool workers, NNPACK's pool workers, a foreground app's threads -
 and per cluster: how many of them were on its cores on average (runnable there: running or
-waiting for their turn), spinning or not, and on which cores. And per op class, the share of the batch its layer phases took.
+waiting for their turn), spinning or not, and on which cores. And per op class, the share of
+the batch its layer phases took.
 
 It answers questions a latency alone cannot, e.g. why PyTorch's default is slow where it is:
 which cores its team ends up on once OpenBLAS's spinning workers hold the others.
@@ -15,8 +16,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from swansim.batchmodel import BatchCost, BatchKey, _graph, simulate_batch
+from swansim.batchmodel import BatchCost, BatchKey, simulate_batch
 from swansim.dnn.runtime import Runtime, load_runtime
+from swansim.dnn.tasks import build_task
 from swansim.hw.profile import Catalogue
 from swansim.session.probes import CpuOccupancy
 
@@ -71,7 +73,7 @@ def batch_placement(key: BatchKey, runtime: Runtime | None = None) -> BatchPlace
     threads = [{"role": r, "cluster": k, "busy": a[0], "spinning": a[1],
                 "cores": "".join(str(c) for c in sorted(a[2]) if a[2][c] >= CORE_SHARE)}
                for (r, k), a in sorted(acc.items(), key=lambda kv: (ROLES.index(kv[0][0]), kv[0][1]))]
-    graph = _graph(key.model, key.batch, key.input_shape, key.num_classes, key.mode)
+    graph = build_task(key.model, key.batch, key.input_shape, key.num_classes, key.mode)
     rt = runtime or load_runtime(key.runtime)
     per_op: dict[str, float] = defaultdict(float)
     for layer, phase, s in cost.layer_s:
