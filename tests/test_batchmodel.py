@@ -127,6 +127,17 @@ def test_fast_forward_matches_full_simulation_for_the_default_on_a_hot_phone():
     assert c.ff.env.now - c.ff_start[0] == pytest.approx(c.full.env.now - c.full_start[0], rel=0.02)
 
 
+@pytest.mark.xfail(strict=True, reason="a batch's heat is replayed as its mean power (module doc of swansim.batchmodel): "
+                   "MobileNetV2's default draws 1.0-4.9 W on the CPUs within its 8 s batch (p10 1.6 W, p90 4.8 W, mean "
+                   "3.5 W), so the hot junction crosses its trip otherwise; +4.0% in time, 98 cap changes against 14")
+def test_fast_forward_matches_full_simulation_for_a_batch_whose_power_swings():
+    """The default's MobileNetV2 batch alternates the depthwise loops on the little cores with
+    the GEMMs beside OpenBLAS's spinners; on a warm phone the fast-forward must still end where
+    the full simulation does."""
+    c = check_fast_forward(lambda: _preheated(30.0, 120.0), [("mobilenet_v2", pytorch_default(PIXEL3.soc), 6)])
+    assert c.ff.env.now - c.ff_start[0] == pytest.approx(c.full.env.now - c.full_start[0], rel=0.02)
+
+
 def test_polls_skipped_on_a_bet_that_fails_run_again_on_their_own_schedule():
     """A fast-forward skips quiet polls over the batches its caller expects next (``ahead``).
     When the power changes first - the screen comes on after 3 of 60 expected batches, then
