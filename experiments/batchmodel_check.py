@@ -11,8 +11,8 @@
    and the memo's hit rate. Three rooms: 35 C after two minutes of load (the kernel zone's caps
    move on the hot junction), 33 C after five (the thermal engine's caps move on the skin), and
    25 C from cold (the phone heats to the kernel zone's trip point while it trains). Not checked
-   here: a batch whose power swings within it, which the fast-forward replays as its mean
-   (MobileNetV2's default: tests/test_batchmodel.py's strict xfail).
+   here: a job without a steady batch, whose power swings within a batch and whose latency
+   varies between them (MobileNetV2's default: tests/test_batchmodel.py's strict xfail).
 
 Run: python experiments/batchmodel_check.py [--jobs 2] [--batches 100] [--out results/batchmodel]
 """
