@@ -131,7 +131,7 @@ def test_fast_forward_matches_full_simulation_for_the_default_on_a_hot_phone():
                    "batch - its latency varies from batch to batch (sd 1.6% on a cool phone, 6.4-7.0 s under fixed caps) "
                    "and its CPU power swings 1.0-4.9 W within one - while a key measures one batch and the fast-forward "
                    "replays its mean power (replaying it in 8 segments of its layer phases instead: +12.7%)")
-def test_fast_forward_matches_full_simulation_for_a_batch_whose_power_swings():
+def test_fast_forward_matches_full_simulation_for_a_job_without_a_steady_batch():
     """The default's MobileNetV2 batch alternates the depthwise loops on the little cores with
     the GEMMs beside OpenBLAS's spinners; on a warm phone the fast-forward must still end where
     the full simulation does."""
