@@ -511,9 +511,15 @@ class WaltPlacement:
     def _allowed(self, t: Thread, iso: set) -> tuple[int, ...]:
         if not iso:
             return t.affinity
-        # assumption: a task whose whole mask is isolated still runs there (msm
-        # __set_cpus_allowed_ptr falls back to the isolated CPUs of the mask); core_ctl then
-        # sees that CPU busy and brings it back
+        # A task whose whole mask is isolated runs there here. Not what msm does: isolating a
+        # CPU migrates its user tasks and a task left with no allowed CPU loses its mask
+        # (select_fallback_rq -> cpuset_cpus_allowed_fallback: every possible CPU under cgroup
+        # v1), sched_setaffinity to isolated CPUs only fails with EINVAL, and core_ctl never
+        # un-isolates a CPU for a task's mask (trueToastedCode/android_kernel_oneplus7_sm8150
+        # @ce82c5d4 msm-4.14 kernel/sched/core.c L1583-1629, L5029-5046; core_ctl.c L1113).
+        # Kept until the cgroup mode of the phones and Swan's handling of a failed
+        # sched_setaffinity are settled; only a pinned choice started while core_ctl holds some
+        # of its CPUs isolated (a full-simulation session after idling) meets it.
         return tuple(c for c in t.affinity if c not in iso) or t.affinity
 
     def _start_rank(self, t: Thread, d: float, from_rank: int) -> int:
