@@ -81,6 +81,9 @@ class DeviceConfig:
     initial_soc_pct: float = 100.0
 
 
+_ACCUMULATE_FROM = 64   # periods: below it the loop is the cheaper
+
+
 def _last_poll(t_s: float, period_s: float, horizon_s: float) -> tuple[float, int]:
     """The last of ``t_s``, ``t_s + period_s``, ... before ``horizon_s`` and how many periods
     on it is, summed as a poller's own sleeps sum them (one period at a time, so the times are
@@ -98,9 +101,6 @@ def _last_poll(t_s: float, period_s: float, horizon_s: float) -> tuple[float, in
         last += period_s
         n += 1
     return last, n
-
-
-_ACCUMULATE_FROM = 64   # periods: below it the loop is the cheaper
 
 
 class Device:

@@ -602,6 +602,10 @@ class WaltPlacement:
             return self._fallback(t, allowed, most_spare, most_spare_cap, load)
         if most_spare is not None:
             return most_spare
+        return self._largest_share(t, allowed, load)
+
+    def _largest_share(self, t: Thread, allowed, load) -> int:
+        """The allowed CPU that would give ``t`` the largest share of capacity (its own CPU on a tie)."""
         return max(allowed, key=lambda c: (self.cap[c] * t.weight / (load[c] + t.weight), c == t.cpu, -c))
 
     def _fallback(self, t: Thread, allowed, most_spare, most_spare_cap: float, load) -> int:
@@ -622,8 +626,7 @@ class WaltPlacement:
             return most_spare
         if t.cpu is not None and t.cpu in allowed:
             return t.cpu
-        # a task that never ran: the allowed CPU that would give it the largest share
-        return max(allowed, key=lambda c: (self.cap[c] * t.weight / (load[c] + t.weight), -c))
+        return self._largest_share(t, allowed, load)   # a task that never ran here
 
     def _misfit(self, t: Thread, d: float) -> bool:
         r = self.rank[t.cpu]
