@@ -28,6 +28,7 @@ import numpy as np
 from swansim.federated import fedavg
 from swansim.federated.local import run_policy_fleet
 from swansim.federated.fleet import FleetConfig, build_population
+from swansim.pool import one_blas_thread
 
 
 def cpu_s() -> float:
@@ -37,22 +38,24 @@ def cpu_s() -> float:
 
 
 def bare_fedavg(cfg: FleetConfig) -> tuple[float, int]:
-    """The task alone, as a plain loop: (CPU seconds, client-rounds)."""
+    """The task alone, as a plain loop: (CPU seconds, client-rounds); numpy's BLAS on one thread,
+    as in swansim's fleet (`one_blas_thread`)."""
     pop = build_population(cfg)
     task = fedavg.SyntheticTask(cfg.alpha, cfg.beta, cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     selected = math.ceil(cfg.per_round * cfg.overcommit)
     t0 = cpu_s()
     n = 0
-    for _ in cfg.policies:
-        weights, cursor = fedavg.zero_model(), np.zeros(len(pop), dtype=np.int64)
-        for _ in range(cfg.rounds):
-            clients = np.sort(rng.choice(len(pop), size=selected, replace=False))
-            specs = [(int(k), int(pop.n_samples[k]), int(cursor[k])) for k in clients]
-            models = fedavg.local_models(task, weights, specs, cfg.steps, cfg.batch_size, cfg.learning_rate)
-            weights = fedavg.fedavg(models, pop.n_samples[clients])
-            cursor[clients] += cfg.steps * cfg.batch_size
-            n += len(clients)
+    with one_blas_thread():
+        for _ in cfg.policies:
+            weights, cursor = fedavg.zero_model(), np.zeros(len(pop), dtype=np.int64)
+            for _ in range(cfg.rounds):
+                clients = np.sort(rng.choice(len(pop), size=selected, replace=False))
+                specs = [(int(k), int(pop.n_samples[k]), int(cursor[k])) for k in clients]
+                models = fedavg.local_models(task, weights, specs, cfg.steps, cfg.batch_size, cfg.learning_rate)
+                weights = fedavg.fedavg(models, pop.n_samples[clients])
+                cursor[clients] += cfg.steps * cfg.batch_size
+                n += len(clients)
     return cpu_s() - t0, n
 
 

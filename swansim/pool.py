@@ -13,6 +13,7 @@ import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable, Iterable, Sequence
 
+from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from swansim import checks
@@ -29,10 +30,22 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+def one_blas_thread():
+    """numpy's BLAS on one thread in this process, from now on or within ``with``. swansim's
+    parallelism is its process pool: a threaded OpenBLAS would add a worker per core whose idle
+    polls (OpenBLAS's THREAD_TIMEOUT, about a tenth of a second after each threaded call) take
+    the cores the pool's processes need - the oversubscription swansim models on the phones. A
+    fleet's learner (numpy matrix products over the round's clients) is where it showed: with
+    two BLAS threads a `--jobs 1` fleet kept 1.25 cores busy for the wall time of one."""
+    return threadpool_limits(1, user_api="blas")
+
+
 def quiet_worker(init: Callable[..., None] | None = None, *args) -> None:
     """A pool worker's start: Ctrl-C (SIGINT, sent to the whole process group) is the parent's to
-    handle, so workers ignore it instead of each printing a traceback; then ``init(*args)``."""
+    handle, so workers ignore it instead of each printing a traceback; numpy's BLAS runs on one
+    thread (`one_blas_thread`); then ``init(*args)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    one_blas_thread()
     if init is not None:
         init(*args)
 

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from swansim.apps.synth import synthesize
 from swansim.apps.traces import DAY_S, DeviceState, Session, Trace
@@ -30,6 +31,7 @@ from swansim.federated.rounds import (EMPTY_ROUND_S, LocalOutcome, PolicyRun, Ro
                                   _Work, close_round)
 from swansim.federated.fleet import FleetConfig, checkpoint_state, run_fleet
 from swansim.hw.profile import SWAN_PHONES
+from swansim.pool import new_pool
 
 HOUR = 3600.0
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -481,6 +483,29 @@ def small_config(**kw) -> FleetConfig:
 
 def _run(tmp_path: Path, name: str, **kw):
     return run_fleet(small_config(**kw), make_cost, tmp_path / name, progress=False)
+
+
+def _blas_threads() -> int:
+    return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+
+def test_the_learner_and_the_pools_workers_run_numpy_blas_on_one_thread(tmp_path, monkeypatch):
+    """A threaded BLAS's idle workers spin on the cores the pool's processes need (pool.one_blas_thread)."""
+    seen, real = [], fedavg.local_models
+
+    def spy(*args, **kw):
+        seen.append(_blas_threads())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(fedavg, "local_models", spy)
+    with threadpool_limits(2, user_api="blas"):   # numpy's start on a machine with two cores
+        if _blas_threads() != 2:
+            pytest.skip("numpy's BLAS here cannot run two threads")
+        _run(tmp_path, "blas", rounds=2)
+        assert _blas_threads() == 2   # the run's limit ends with the run
+        with new_pool(1) as pool:
+            assert pool.submit(_blas_threads).result() == 1
+    assert seen and set(seen) == {1}
 
 
 def test_overcommit_selects_130_percent_and_keeps_the_first_k(tmp_path):

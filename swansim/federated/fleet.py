@@ -58,7 +58,7 @@ from swansim.federated.rounds import (ROUND_COLUMNS, CostFactory, FleetState, Po
 from swansim.hw.profile import Catalogue
 from swansim.options import option
 from swansim.policy.base import policy_names
-from swansim.pool import new_pool, stop_pool
+from swansim.pool import new_pool, one_blas_thread, stop_pool
 from swansim.results import DirLock, sha256_of, write_csv, write_manifest
 
 WHERE = "fleet config"
@@ -312,6 +312,7 @@ class _ProcessExecutor:
 def _on_dask_worker(token: str, blob: bytes, fn, item):
     if token not in _DASK_CTX:
         import cloudpickle
+        one_blas_thread()
         _DASK_CTX.clear()
         _DASK_CTX[token] = cloudpickle.loads(blob)
     return fn(_DASK_CTX[token], item)
@@ -490,7 +491,7 @@ def run_validated(config: FleetConfig, cost: CostFactory, out_dir: str | Path, p
     for p in config.policies:
         ctx.cost(p)  # an unknown model or policy fails here, before any work
     out.mkdir(parents=True, exist_ok=True)
-    with DirLock(out):
+    with DirLock(out), one_blas_thread():   # the learner's products, as in the workers
         return _run(config, out, ctx, population, test_set, jobs, dask_address, progress, on_round)
 
 
