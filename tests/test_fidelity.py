@@ -252,6 +252,18 @@ def test_an_idle_gold_cpu_pulls_from_a_little_one_only_when_a_cpu_is_overutilize
     assert any(c in bigger for trace in seen for at, c in trace if at > 0.5) == overutilized
 
 
+def test_a_pinned_tasks_demand_counts_from_when_it_first_ran():
+    """WALT accounts every task whatever its mask: a hog pinned to a big CPU, alone on the
+    phone for 0.3 s (nothing for a placement to decide), shows its full demand to the first
+    placement that reads it, not a new task's initial 15%."""
+    dev = _device("pixel3")
+    big = dev.spec.soc.big_cpus[0]
+    hog = _hog(dev, "hog", affinity=(big,))
+    dev.run(0.3)
+    pl = dev.sched.placement
+    assert pl.demand(hog) == pytest.approx(pl.cap[big], rel=1e-6)
+
+
 @pytest.mark.parametrize("device, placement, lands_on", [
     ("pixel3", "walt", "spare"), ("galaxy-s10e", "walt", "spare"),
     ("pixel3", "walt-prevcpu", "previous"), ("galaxy-s10e", "walt-prevcpu", "spare")])

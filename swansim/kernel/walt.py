@@ -744,6 +744,10 @@ class WaltPlacement:
         old = self._rate
         new = {t.tid: _on_cpu_share(t) * cap[t.cpu] * freq[cl[t.cpu]] / fmax[cl[t.cpu]] for t in sched._runnable}
         rec = self._rec
+        # WALT accounts every task at every switch and tick whatever its mask (update_task_ravg),
+        # so a task's demand starts when it first runs, not when a placement first reads it
+        for tid in new.keys() - rec.keys():
+            rec[tid] = self.walt.new(now)
         if new != old:
             for tid, r in new.items():
                 r0 = old.get(tid, 0.0)
