@@ -486,7 +486,7 @@ def _run(tmp_path: Path, name: str, **kw):
 
 
 def _blas_threads() -> int:
-    return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=0)
 
 
 def test_the_learner_and_the_pools_workers_run_numpy_blas_on_one_thread(tmp_path, monkeypatch):
