@@ -13,7 +13,7 @@ the benchmark alone (positive: the owner loses). Printed: every cell, each phone
 the tasks, and Swan's drop as a share of the default's. experiments/swan_request_reading.py
 shows Swan's drop under the other reading of its monitoring rule.
 
-    .venv/bin/python experiments/owner_table3.py [--jobs N] [--devices a,b] [--models a,b]
+    .venv/bin/python experiments/owner_table3.py [--jobs N] [--devices a,b] [--models a,b] [--out DIR]
                                                             # -> results/owner_table3/
 """
 from __future__ import annotations
@@ -40,15 +40,15 @@ STATIC_S = 5.0
 OUT = Path("results/owner_table3")
 
 
-def run(devices=SWAN_PHONES, models=MODELS, jobs: int | None = None) -> pd.DataFrame:
-    """One row per phone, task and policy (compare's columns); kept on disk as each task ends."""
-    OUT.mkdir(parents=True, exist_ok=True)
+def run(devices=SWAN_PHONES, models=MODELS, jobs: int | None = None, out: Path = OUT) -> pd.DataFrame:
+    """One row per phone, task and policy (compare's columns); kept on disk (``out``) as each task ends."""
+    out.mkdir(parents=True, exist_ok=True)
     frames = []
     for model in models:
         frames.append(swansim.compare(devices, [model], ["swan"], duration_s=EXPLORE_S[model], jobs=jobs,
                                       request_batches=3))
         frames.append(swansim.compare(devices, [model], ["pytorch-default"], duration_s=STATIC_S, jobs=jobs))
-        write_csv(pd.concat(frames, ignore_index=True), OUT / "runs.csv")
+        write_csv(pd.concat(frames, ignore_index=True), out / "runs.csv")
     return pd.concat(frames, ignore_index=True)
 
 
@@ -71,16 +71,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", default=",".join(SWAN_PHONES))
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--out", default=str(OUT), help="results directory (default: %(default)s)")
     args = ap.parse_args(argv)
+    out = Path(args.out)
     devices = checks.listed(args.devices, "--devices")
     models = checks.names(checks.listed(args.models, "--models"), "--models", MODELS, "Swan task")
-    t = table(run(devices, models, args.jobs))
-    write_csv(t, OUT / "table3.csv")
+    t = table(run(devices, models, args.jobs, out))
+    write_csv(t, out / "table3.csv")
     policy_ux(t.melt(id_vars=["device", "model"], value_vars=list(POLICIES), var_name="policy",
-                     value_name="ux_score_drop_pct"), OUT / "table3.png")
+                     value_name="ux_score_drop_pct"), out / "table3.png")
     per_phone = t.groupby("device", sort=False)[list(POLICIES)].mean()
     per_phone["swan_share_of_default"] = _share(per_phone["swan"], per_phone["pytorch-default"])
-    write_manifest(OUT, {"devices": list(devices), "models": list(models), "explore_s": EXPLORE_S,
+    write_manifest(out, {"devices": list(devices), "models": list(models), "explore_s": EXPLORE_S,
                          "static_s": STATIC_S}, seed=0, files=["runs.csv", "table3.csv", "table3.png"])
     fmt = {"float_format": lambda x: f"{x:.3g}"}
     print("Work-like score drop (%) with training in the background (positive: the owner loses)")

@@ -12,7 +12,7 @@ Also writes swan-layer's per-layer plans (plans.csv: per layer and pass, the cho
 and the latency the policy measured on every choice it explored) - the explanation of the
 per-layer gains.
 
-    .venv/bin/python experiments/policy_speedup.py [--jobs N]   # -> results/policies/speedup/
+    .venv/bin/python experiments/policy_speedup.py [--jobs N] [--out DIR]   # default: results/policies/speedup/
 """
 from __future__ import annotations
 
@@ -70,15 +70,15 @@ def one(device: str, model: str, policy: str) -> tuple[dict, list[dict]]:
     return s, plans
 
 
-def main(jobs: int | None = None) -> pd.DataFrame:
-    OUT.mkdir(parents=True, exist_ok=True)
+def main(jobs: int | None = None, out: Path = OUT) -> pd.DataFrame:
+    out.mkdir(parents=True, exist_ok=True)
     # the longest runs first, so the pool stays busy to the end
     runs = [(d, m, p) for m in sorted(MODELS, key=lambda m: -EXPLORE_S[m]) for d in SWAN_PHONES
             for p in ("swan-layer", "swan", "pytorch-default")]
     results = run_all(one, runs, jobs, desc="policy speedup", labels=[" ".join(r) for r in runs])
     runs_df = pd.DataFrame([s for s, _ in results])
-    runs_df.to_csv(OUT / "speedup_runs.csv", index=False)
-    pd.DataFrame([row for _, rows in results for row in rows]).to_csv(OUT / "plans.csv", index=False)
+    runs_df.to_csv(out / "speedup_runs.csv", index=False)
+    pd.DataFrame([row for _, rows in results for row in rows]).to_csv(out / "plans.csv", index=False)
 
     base = runs_df[runs_df["policy"] == "pytorch-default"].set_index(["device", "model"])
     rows = []
@@ -94,9 +94,9 @@ def main(jobs: int | None = None) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     order = {m: i for i, m in enumerate(MODELS)}
     df = df.sort_values(["model", "device", "policy"], key=lambda s: s.map(order) if s.name == "model" else s)
-    df.to_csv(OUT / "speedup.csv", index=False)
-    policy_gains(df, OUT / "speedup.png")
-    write_manifest(OUT, {"devices": SWAN_PHONES, "models": MODELS, "explore_s": EXPLORE_S, "baseline_s": BASELINE_S,
+    df.to_csv(out / "speedup.csv", index=False)
+    policy_gains(df, out / "speedup.png")
+    write_manifest(out, {"devices": SWAN_PHONES, "models": MODELS, "explore_s": EXPLORE_S, "baseline_s": BASELINE_S,
                          "request_batches": REQUEST_BATCHES}, seed=0,
                    files=["speedup.csv", "speedup_runs.csv", "plans.csv", "speedup.png"])
     return df
@@ -105,7 +105,9 @@ def main(jobs: int | None = None) -> pd.DataFrame:
 def _cli() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=None, help="processes (default: every core)")
-    table = main(p.parse_args().jobs)
+    p.add_argument("--out", default=str(OUT), help="results directory (default: %(default)s)")
+    args = p.parse_args()
+    table = main(args.jobs, Path(args.out))
     print(table[["device", "model", "policy", "final_plan", "latency_s", "speedup", "energy_gain",
                  "explored_all"]].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
 
