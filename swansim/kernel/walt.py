@@ -744,17 +744,18 @@ class WaltPlacement:
         old = self._rate
         new = {t.tid: _on_cpu_share(t) * cap[t.cpu] * freq[cl[t.cpu]] / fmax[cl[t.cpu]] for t in sched._runnable}
         rec = self._rec
-        # WALT accounts every task at every switch and tick whatever its mask (update_task_ravg),
-        # so a task's demand starts when it first runs, not when a placement first reads it
-        for tid in new.keys() - rec.keys():
-            rec[tid] = self.walt.new(now)
-        if new != old:
+        if new != old:   # (an unchanged plan brings no thread that has no record yet)
+            # WALT accounts every task at every switch and tick whatever its mask
+            # (update_task_ravg), so a task's demand starts when it first runs, not when a
+            # placement first reads it: every thread in a plan has a record
+            for tid in new.keys() - rec.keys():
+                rec[tid] = self.walt.new(now)
             for tid, r in new.items():
                 r0 = old.get(tid, 0.0)
-                if r0 != r and tid in rec:
+                if r0 != r:
                     self.walt.advance(rec[tid], now, r0)
             for tid, r0 in old.items():
-                if tid not in new and tid in rec:
+                if tid not in new:
                     self.walt.advance(rec[tid], now, r0)
             self._rate = new
         if self.core_ctl.enabled:
