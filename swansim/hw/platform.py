@@ -349,7 +349,8 @@ class Platform:
         """Bounds on every node's temperature over the next ``dt_s`` with the power held, widened
         by ``margin_c``: the network's bounds at the present power (`ThermalNetwork.range_c`),
         plus (minus) the rise that the extra (missing) leakage at the bounds' own cluster
-        temperatures could add at most (`ThermalNetwork.rise_c`), iterated until they settle.
+        temperatures could add at most within ``dt_s`` (`ThermalNetwork.rise_c`), iterated until
+        they settle.
         With ``holds``, a test of bounds: None as soon as the bounds fail it (they only widen)."""
         net, nodes = self.thermal, self._cluster_node
 
@@ -364,8 +365,8 @@ class Platform:
                 return None
             more = [max(0.0, a - b) for a, b in zip(self.held_node_power_w([hi[n] for n in nodes]), p_now)]
             less = [max(0.0, b - a) for a, b in zip(self.held_node_power_w([lo[n] for n in nodes]), p_now)]
-            hi2 = [h + x for h, x in zip(hi0, net.rise_c(more))]
-            lo2 = [low - x for low, x in zip(lo0, net.rise_c(less))]
+            hi2 = [h + x for h, x in zip(hi0, net.rise_c(more, dt_s))]
+            lo2 = [low - x for low, x in zip(lo0, net.rise_c(less, dt_s))]
             moved = max(max(a - b for a, b in zip(hi2, hi)), max(b - a for a, b in zip(lo2, lo)))
             lo, hi = lo2, hi2
             if moved < 1e-3:

@@ -148,11 +148,17 @@ class ThermalNetwork:
             hi.append(b)
         return lo, hi
 
-    def rise_c(self, power_w: Sequence[float]) -> list[float]:
-        """Each node's steady-state rise above ambient under ``power_w`` (G^-1 P): also the most
-        that adding ``power_w`` from any moment raises a node at any later time."""
+    def rise_c(self, power_w: Sequence[float], dt_s: float = math.inf) -> list[float]:
+        """The most that adding ``power_w`` (W per node, none negative) from some moment raises
+        each node within the next ``dt_s``: its step response at ``dt_s``, V diag(1 - e^-lambda dt)
+        V^-1 G^-1 P. The response only grows (exp(-M t) has no negative entry: heat flows only
+        down the gradients of a passive network), so its value at ``dt_s`` bounds the whole span;
+        with ``dt_s`` infinite it is the steady-state rise G^-1 P."""
         p = list(power_w)
-        return [sum(map(mul, row, p)) for row in self._g_inv_rows]
+        if dt_s == math.inf:
+            return [sum(map(mul, row, p)) for row in self._g_inv_rows]
+        grown = [-math.expm1(-r * dt_s) * sum(map(mul, row, p)) for r, row in zip(self._rates, self._gain_rows)]
+        return [sum(map(mul, row, grown)) for row in self._v_rows]
 
     def stored_heat_j(self) -> float:
         """Heat stored above ambient, for energy-balance checks."""
