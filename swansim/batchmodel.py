@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from swansim.device import Device, DeviceConfig
+from swansim.device import HELD_MIN_STEP_S, Device, DeviceConfig
 from swansim.dnn.choices import Choice, Plan
 from swansim.dnn.graph import Model
 from swansim.dnn.runtime import Runtime, load_runtime
@@ -429,9 +429,9 @@ class FastForward:
         dev, env = self.dev, self.dev.env
         while not self._caps_changed and env.peek() <= end:
             if not (self.skip_quiet and dev.skip_quiet(end, end + ahead_s)):
-                if self.skip_quiet:   # leakage follows the heat up to the event, as below
-                    dev.integrate_held(env.peek())
-                env.step()
+                if self.skip_quiet and env.peek() - env.now > HELD_MIN_STEP_S:
+                    dev.integrate_held(env.peek())   # leakage follows the heat up to the event, as below
+                env.step()   # (to an event at most one held step away, its own advance is that step)
         if not (self._caps_changed and env.now < end):
             if self.skip_quiet:   # no poll left before the end (skipped): leakage follows the heat
                 dev.integrate_held(end)
