@@ -279,6 +279,41 @@ def test_a_held_stretch_in_long_steps_ends_where_fine_steps_do(monkeypatch):
     assert coarse.platform.thermal.temp_c == pytest.approx(fine.platform.thermal.temp_c, abs=0.08)
 
 
+def test_held_temperature_bounds_hold_and_stay_close_with_the_leakage_following(monkeypatch):
+    """`Platform.held_temp_bounds` (what the fast-forward's quiet skips and stretches test) over 1,
+    10 and 100 s of a hot phone's held load contains every node's path with its leakage following
+    the temperature, and its upper bound sits within half the path's own rise of its top: the
+    extra leakage is credited with what it adds within the stretch, not with its steady-state
+    rise (which put the bound two to three rises above the top and, over long stretches, ran away)."""
+    import swansim.hw.platform as platform_module
+
+    monkeypatch.setattr(platform_module, "HELD_LEAK_STEP_C", 0.001)
+    dev = Device(PIXEL3, DeviceConfig(thermal_governor="off", thermal_engine=False))
+    # a dense load on the big cores: each 0.6 W dynamic and 0.05 W leakage (at ambient), 3.8 W in all
+    watts = np.array([(0.6 if n.endswith("dynamic") else 0.05) if n.split(".")[0] in ("cpu4", "cpu5", "cpu6", "cpu7")
+                      else 0.3 if n == "big.cluster" else 0.0 for n in dev.platform.component_names])
+    dev.sched.sync()
+    dev.platform.hold(watts, PIXEL3.ambient_c)
+    dev.integrate_held(120.0)
+    dev.sched.sync()
+    net, t0 = dev.platform.thermal, dev.env.now
+    spans = (1.0, 10.0, 100.0)
+    bounds = {dt: dev.platform.held_temp_bounds(dt) for dt in spans}
+    top = {dt: net.temp_c.copy() for dt in spans}
+    bottom = {dt: net.temp_c.copy() for dt in spans}
+    while dev.env.now < t0 + spans[-1]:
+        dev.env.advance_to(min(t0 + spans[-1], dev.env.now + 0.02))
+        dev.sched.sync()
+        for dt in spans:
+            if dev.env.now <= t0 + dt + 1e-9:
+                top[dt], bottom[dt] = np.maximum(top[dt], net.temp_c), np.minimum(bottom[dt], net.temp_c)
+    assert top[100.0][net.index["big"]] > bottom[100.0][net.index["big"]] + 5.0   # it did heat
+    for dt in spans:
+        lo, hi = np.array(bounds[dt].lo_c), np.array(bounds[dt].hi_c)
+        assert np.all(lo - 1e-6 <= bottom[dt]) and np.all(top[dt] <= hi + 1e-6)
+        assert np.all(hi - top[dt] <= 0.5 * (top[dt] - bottom[dt]) + 0.01)
+
+
 def test_a_landscape_is_the_same_over_one_or_two_processes():
     from swansim.runs.landscape import landscape_frame
 
