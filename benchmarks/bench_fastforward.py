@@ -58,7 +58,7 @@ def main(argv=None) -> None:
     modes = (("as stretches where quiet", True, True), ("quiet polls skipped", True, False),
              ("every poll run", False, False))
     key = BatchKey("pixel3", *jobs[0][:2])
-    hit, per_job, limit = {}, {}, math.inf
+    per_job, counts, limit = {}, {}, math.inf
     for _ in range(REPEATS):   # the best of a few interleaved runs: this machine is shared
         for mode, skip, stretch in modes:
             dev = Device(spec)
@@ -67,19 +67,17 @@ def main(argv=None) -> None:
                 FastForward(dev, c.memo, BatchKey("pixel3", model, choice), skip_quiet=skip).run_batches(k, stretch=stretch)
                 s = (time.process_time() - t0) / k
                 per_job[mode, model] = min(per_job.get((mode, model), math.inf), s)
-            hit[mode] = sum(per_job[mode, m] * k for m, _, k in jobs) / total
-            counts = f"{dev.n_skipped_polls} polls skipped, {dev.env.n_events} events"
-            hit.setdefault(("counts", mode), counts)
+            counts[mode] = f"{dev.n_skipped_polls} polls skipped, {dev.env.n_events} events"   # the same each run
         net, power = dev.platform.thermal, dev.platform.node_power_w.tolist()
         t0 = time.process_time()
         for _ in range(10_000):
             c.memo.cost(key)
             net.step(1.0, power)
         limit = min(limit, (time.process_time() - t0) / 10_000)
+    hit = {mode: sum(per_job[mode, m] * k for m, _, k in jobs) / total for mode, _, _ in modes}
     for mode, _, _ in modes:
         jobs_s = ", ".join(f"{m} {per_job[mode, m] / bare:,.0f}" for m, _, _ in jobs)
-        print(f"warm memo, {mode}: {hit[mode] / bare:,.0f} bare events per batch ({jobs_s}; "
-              f"{hit['counts', mode]})")
+        print(f"warm memo, {mode}: {hit[mode] / bare:,.0f} bare events per batch ({jobs_s}; {counts[mode]})")
     print(f"the limit, a lookup and an RC step: {limit / bare:,.1f} bare events; a warm batch costs "
           f"{hit['as stretches where quiet'] / limit:,.0f}x that ({hit['quiet polls skipped'] / limit:,.0f}x batch by "
           f"batch, {hit['every poll run'] / limit:,.0f}x with every poll run); by job, as stretches: "

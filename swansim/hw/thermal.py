@@ -83,8 +83,7 @@ class ThermalNetwork:
         for a in arrays.values():
             a.flags.writeable = False
         return {"nodes": nodes, "index": index, **arrays, "_rates": lam.tolist(), "_v_rows": v.tolist(),
-                "_gain_rows": (v_inv @ g_inv).tolist(),   # node power -> modal steady state
-                "_g_inv_rows": g_inv.tolist()}
+                "_gain_rows": (v_inv @ g_inv).tolist()}   # node power -> modal steady state
 
     @property
     def temp_c(self) -> np.ndarray:
@@ -155,8 +154,6 @@ class ThermalNetwork:
         down the gradients of a passive network), so its value at ``dt_s`` bounds the whole span;
         with ``dt_s`` infinite it is the steady-state rise G^-1 P."""
         p = list(power_w)
-        if dt_s == math.inf:
-            return [sum(map(mul, row, p)) for row in self._g_inv_rows]
         grown = [-math.expm1(-r * dt_s) * sum(map(mul, row, p)) for r, row in zip(self._rates, self._gain_rows)]
         return [sum(map(mul, row, grown)) for row in self._v_rows]
 
