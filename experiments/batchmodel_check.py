@@ -12,7 +12,8 @@
    move on the hot junction), 33 C after five (the thermal engine's caps move on the skin), and
    25 C from cold (the phone heats to the kernel zone's trip point while it trains). Not checked
    here: a job without a steady batch, whose power swings within a batch and whose latency
-   varies between them (MobileNetV2's default: tests/test_batchmodel.py's strict xfail).
+   varies between them (MobileNetV2's default on a warm Pixel 3: tests/test_batchmodel.py,
+   within 2% in time).
 
 Run: python experiments/batchmodel_check.py [--jobs 2] [--batches 100] [--out results/batchmodel]
 """

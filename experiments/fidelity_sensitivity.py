@@ -34,7 +34,8 @@ one warm-up and two measured batches, schedutil). Variants:
   fallback=previous a waking task that fits no CPU keeps its previous one (Android 4.9), or on
                     msm takes the CPU with the most spare capacity only if some is positive: the
                     kernels' own find_best_target fallback (placement walt-prevcpu), not the
-                    reference's most spare of any sign (kernel.walt.WaltPlacement)
+                    reference's most spare of any sign, with the periodic balance of busy CPUs
+                    that then alone moves a queued task (kernel.walt.WaltPlacement)
   kernel=wakeup     the simulator's placement before the phone kernels were modelled
 
 Pinned rows change with the group (its cpuset), the waiting policy and the pools, and may with

@@ -462,10 +462,11 @@ class FastForwardCheck:
 
 
 def check_fast_forward(make_device: Callable[[], Device], jobs: Sequence[tuple[str, Choice, int]],
-                       skip_quiet: bool = True, stretch: bool = False) -> FastForwardCheck:
+                       skip_quiet: bool = True, stretch: bool = False, placement: str = AUTO) -> FastForwardCheck:
     """The (model, choice, batches) of ``jobs`` in turn, on a phone from ``make_device`` fully
     simulated and on another fast-forwarded (tests/test_batchmodel, experiments/batchmodel_check
-    and benchmarks/bench_fastforward compare the two). Making the phones is not timed."""
+    and benchmarks/bench_fastforward compare the two). Making the phones is not timed.
+    ``placement``: the batch keys', which should be the phones' own."""
     def where(dev: Device) -> tuple[float, float, int]:
         return dev.env.now, dev.platform.total_energy_j, len(dev.thermal.cap_log)
 
@@ -482,7 +483,7 @@ def check_fast_forward(make_device: Callable[[], Device], jobs: Sequence[tuple[s
     ff_start = where(ff)
     cpu0 = time.process_time()
     for model, choice, n in jobs:
-        run = FastForward(ff, memo, BatchKey(ff.spec.name, model, choice), skip_quiet)
+        run = FastForward(ff, memo, BatchKey(ff.spec.name, model, choice, placement=placement), skip_quiet)
         run.run_batches(n, stretch=stretch)
         run.release()
     ff.sched.sync()

@@ -154,7 +154,7 @@ class CpufreqPolicy:
         self.limits_mhz[party] = cap_mhz
         cap = opp_at_or_below(self.opps_mhz, min(self.limits_mhz.values()))
         if cap != self.cap_mhz:
-            self.cap_mhz = cap
+            self.cap_mhz = self.sched.platform.max_freq_mhz[self.index] = cap
             self.governor.limits_changed()
 
     def limit_mhz(self, party: str) -> float:

@@ -47,6 +47,17 @@ MAX_NR_THRESHOLD = 4
 # __cpu_overutilized); the init scripts' sched_upmigrate sets that margin for every cluster but
 # the biggest, which keeps the kernel's 1078 (~95%).
 DEFAULT_MARGIN_UP_SHARE = 1024.0 / 1078.0
+# The periodic balance of busy CPUs (`WaltPlacement._busy_pass`): a sched domain's balance
+# interval is its CPU count in ms (sd_init: min_interval = balance_interval = sd_weight),
+# stretched by busy_factor 32 while the balancing CPU is busy (get_sd_balance_interval), and a
+# domain's busiest group must carry imbalance_pct of the local group's load per capacity before
+# anything moves (find_busiest_group): 117% in a cluster's domain (SD_SHARE_PKG_RESOURCES), 125%
+# across clusters. sd_init in Android 4.9 kernel/sched/core.c and msm-4.14/4.19
+# kernel/sched/topology.c; fair.c rebalance_domains, load_balance, get_sd_balance_interval
+# (msm-4.14: 0wnerDied/kernel_sm8150_oneplus@00bb1989).
+BUSY_FACTOR = 32
+IMBALANCE_PCT_CLUSTER = 117
+IMBALANCE_PCT_ALL = 125
 
 
 def _on_cpu_share(t: Thread) -> float:
@@ -332,11 +343,14 @@ class WaltPlacement:
       when OpenBLAS's spinning workers fill the phone) goes to the CPU with the most spare
       capacity, even none. That is msm's rule where some spare is positive; where none is, and
       on Android 4.9 always, the kernels keep the task's previous CPU (`_fallback`, placement
-      "walt-prevcpu", experiments/fidelity_sensitivity.py's ``fallback=previous``). The
-      kernels' own rule is not the default yet: it makes PyTorch's default team spread over the
-      spinners' CPUs or packed with its master depending on its history, which the batch
-      model's keys do not carry (on the Pixel 3, ResNet-34's default fast-forwarded through
-      throttling ends 14% short of its full simulation).
+      "walt-prevcpu", experiments/fidelity_sensitivity.py's ``fallback=previous``). There, with
+      no CPU idle, only the periodic balance of busy CPUs moves a queued task (`_busy_pass`),
+      so "walt-prevcpu" runs it too. The kernels' own rule is not the default yet: PyTorch's
+      default team then spreads over the spinners' CPUs or stays packed with its master
+      depending on its history, which the batch model's keys do not carry (on a hot Pixel 3,
+      ResNet-34's default fast-forwards 2.5% short of its full simulation).
+    - A CPU's capacity is its capacity at the top clock scaled by its cluster's clock cap
+      (`_follow_caps`), so a CPU kept busy at its cap has no spare.
 
     Demand changes only when a window closes, so the kernel's window rollover is one timer,
     armed only while some unpinned thread is runnable (only those can move) - never per
@@ -344,15 +358,20 @@ class WaltPlacement:
     at the next replan (before anything is placed), so core_ctl decides exactly as at the
     rollover; only a pinned-only phone sees its decisions late, and pinned threads ignore them.
     Not modelled: energy comparison of the candidates (find_energy_efficient_cpu), sched_boost,
-    big-task rotation, per-task boost, the ``unfilter`` threshold of colocation, util clamps.
+    big-task rotation, per-task boost, the ``unfilter`` threshold of colocation, util clamps,
+    the balance of busy CPUs in the reference placement, active balance (pushing a running
+    task), the cache-hot test of a task to move.
     """
 
-    def __init__(self, kernel, core_ctl: bool = True, previous_cpu: bool = False):
+    def __init__(self, kernel, core_ctl: bool = True, previous_cpu: bool = False, busy_balance: bool = False):
         self.kernel = kernel
         self.window_s = kernel.window_ms / 1000.0
         self.walt = WaltDemand(self.window_s, kernel.hist_size, kernel.init_task_load_pct)
         self._core_ctl_on = core_ctl
         self.previous_cpu = previous_cpu         # a task that fits no CPU: the kernels' fallback (`_fallback`)
+        self.busy_balance = busy_balance         # the periodic balance of busy CPUs (`_busy_pass`)
+        self._domains: list = []                 # (CPUs, busy interval s, imbalance_pct) per sched domain
+        self._domain_due: list = []              # when each domain balances next
         self.core_ctl: CoreCtl | None = None
         self.sched = None
         self._rec: dict[int, object] = {}        # tid -> TaskDemand
@@ -363,6 +382,7 @@ class WaltPlacement:
         self._coloc_window = -1                  # the window the groups were last updated in
         self._placed: set = set()                # (tid, cpu, affinity) as last placed ...
         self._placed_window = -1                 # ... in this window
+        self._placed_caps: tuple = ()            # ... under these clock caps
         self._timer_at = math.inf
         self._boost: dict[str, bool] = {}        # Android group -> boosted (schedtune.boost > 0)
 
@@ -373,20 +393,21 @@ class WaltPlacement:
         p = sched.platform
         cap = sched.capacity
         top = max(cap)
-        self.cap = [c / top for c in cap]                       # capacity_orig, biggest = 1
+        # capacity_orig, biggest = 1, at each cluster's top clock: what a task's demand is scaled
+        # by (at its clock); `cap` below is the same under the clusters' present clock caps
+        self.cap_max = [c / top for c in cap]
         ranked = sorted(range(len(p.clusters)), key=lambda k: (p.clusters[k].capacity, p.clusters[k].cpus[0]))
         self.rank_of_cluster = {k: r for r, k in enumerate(ranked)}
         self.rank = [self.rank_of_cluster[p.cluster_of_cpu[c]] for c in range(p.n_cpus)]
         self.rank_cpus = [tuple(p.clusters[k].cpus) for k in ranked]
-        self.rank_cap = [self.cap[cpus[0]] for cpus in self.rank_cpus]
+        self._rank_cap_max = [self.cap_max[cpus[0]] for cpus in self.rank_cpus]
         self.top = len(ranked) - 1
         self._fmax = [c.fmax_mhz for c in p.clusters]
         n_b = len(ranked) - 1
         self.up = [x / 100.0 for x in self.kernel.upmigrate_pct][:n_b]
         self.down = [x / 100.0 for x in self.kernel.downmigrate_pct][:n_b]
-        # per CPU, the utilisation above which it is over-utilized (`_overutilized`)
-        self._tipping = [self.cap[c] * (self.up[r] if r < self.top else DEFAULT_MARGIN_UP_SHARE)
-                         for c, r in enumerate(self.rank)]
+        self._caps_mhz: tuple = ()
+        self._follow_caps()
         names = {p.clusters[k].name: r for r, k in enumerate(ranked)}
         params = [None] * len(ranked)
         if self._core_ctl_on:
@@ -395,7 +416,37 @@ class WaltPlacement:
         self.core_ctl = CoreCtl(self.rank_cpus, params)
         self._colocating = any(g.colocate for g in self.kernel.schedtune.values())
         self._stats = WindowStats(p.n_cpus, self.window_s)
+        if self.busy_balance:
+            # MC: each cluster's CPUs; DIE: all of them (assumption: each cluster a cpu-map
+            # cluster of its own in the phones' device trees)
+            doms = [(frozenset(cpus), IMBALANCE_PCT_CLUSTER) for cpus in self.rank_cpus if len(cpus) > 1]
+            if len(self.rank_cpus) > 1:
+                doms.append((frozenset(range(p.n_cpus)), IMBALANCE_PCT_ALL))
+            self._domains = [(d, len(d) * BUSY_FACTOR / 1000.0, pct) for d, pct in doms]
+            self._domain_due = [iv for _, iv, _ in self._domains]
         sched.on_replan.append(self._after_replan)
+
+    def _follow_caps(self) -> None:
+        """capacity_orig under each cluster's clock cap (policy->max), as the kernels scale it:
+        cpu_scale x max_freq_scale, the cap over the top clock (msm-4.14 kernel/sched/fair.c
+        update_cpu_capacity: "capacity *= arch_scale_max_freq_capacity(sd, cpu)", then
+        min(capacity, thermal_cap(cpu)) - 0wnerDied/kernel_sm8150_oneplus@00bb1989; the Android
+        4.9 EAS trees' arch/arm64/kernel/topology.c scale_cpu_capacity: "per_cpu(cpu_scale,
+        cpu) * max_freq_scale >> SCHED_CAPACITY_SHIFT" with cpufreq_scale_max_freq_capacity).
+        A task's demand is scaled by its CPU's clock over the top clock (`_after_replan`), so a
+        CPU kept busy at its cap is full: a throttled cluster shows no spare capacity it cannot
+        give. Re-derived, with what follows from it (each cluster's fit, each CPU's tipping
+        point), when a cap has changed."""
+        caps = tuple(self.sched.platform.max_freq_mhz)
+        if caps == self._caps_mhz:
+            return
+        self._caps_mhz = caps
+        cl = self.sched.platform.cluster_of_cpu
+        self.cap = [c * caps[cl[i]] / self._fmax[cl[i]] for i, c in enumerate(self.cap_max)]
+        self.rank_cap = [self.cap[cpus[0]] for cpus in self.rank_cpus]
+        # per CPU, the utilisation above which it is over-utilized (`_overutilized`)
+        self._tipping = [self.cap[c] * (self.up[r] if r < self.top else DEFAULT_MARGIN_UP_SHARE)
+                         for c, r in enumerate(self.rank)]
 
     # -- demand -------------------------------------------------------------------------------
 
@@ -441,9 +492,11 @@ class WaltPlacement:
     def __call__(self, sched, threads: list) -> None:
         if self.sched is None:
             self._setup(sched)
+        self._follow_caps()
         now = sched.env.now
         window = self.walt.window_of(now)
-        if window == self._placed_window and self._placed == {(t.tid, t.cpu, t.affinity) for t in threads}:
+        if window == self._placed_window and self._placed_caps == self._caps_mhz and \
+                self._placed == {(t.tid, t.cpu, t.affinity) for t in threads}:
             # The same threads on the same cores, no window closed since they were placed: no
             # task woke, no demand, isolation or colocation changed, and the balance below is
             # run to its fixed point, so placing them again would change nothing.
@@ -507,6 +560,7 @@ class WaltPlacement:
     def _remember(self, threads: list, window: int) -> None:
         self._placed = {(t.tid, t.cpu, t.affinity) for t in threads}
         self._placed_window = window
+        self._placed_caps = self._caps_mhz
 
     def _allowed(self, t: Thread, iso: set) -> tuple[int, ...]:
         if not iso:
@@ -568,7 +622,7 @@ class WaltPlacement:
                     if best_idle is not None:
                         continue
                     k = p.cluster_of_cpu[c]
-                    cap_curr = cap * p.freq_mhz[k] / self._fmax[k]
+                    cap_curr = self.cap_max[c] * p.freq_mhz[k] / self._fmax[k]   # capacity_curr_of
                     if cap_curr > new_util and cap - new_util > target_spare:
                         target_spare, target = cap - new_util, c
                         continue
@@ -706,7 +760,7 @@ class WaltPlacement:
         if w == self._coloc_window:
             return
         self._coloc_window = w
-        unit = self.rank_cap[0] / 100.0
+        unit = self._rank_cap_max[0] / 100.0
         recent = now - self.window_s * k.hist_size
         for name, st in k.schedtune.items():
             if not st.colocate:
@@ -740,7 +794,7 @@ class WaltPlacement:
         sched = self.sched
         p = sched.platform
         now = sched.env.now
-        cl, freq, fmax, cap = p.cluster_of_cpu, p.freq_mhz, self._fmax, self.cap
+        cl, freq, fmax, cap = p.cluster_of_cpu, p.freq_mhz, self._fmax, self.cap_max
         old = self._rate
         new = {t.tid: _on_cpu_share(t) * cap[t.cpu] * freq[cl[t.cpu]] / fmax[cl[t.cpu]] for t in sched._runnable}
         rec = self._rec
@@ -790,8 +844,11 @@ class WaltPlacement:
         if sched._replan_pending:
             return   # a replan at this instant places everything and re-arms
         now = sched.env.now
+        self._follow_caps()
         changed = self._roll(now)
         iso = self.core_ctl.isolated
+        if self._domains and self._busy_pass(now, iso):
+            changed = True
         movable = False
         for t in sched._runnable:
             if len(t.affinity) <= 1:
@@ -809,6 +866,61 @@ class WaltPlacement:
             sched._touch()   # the replan re-places and re-arms
         elif movable:
             self._arm(now)
+
+    def _busy_pass(self, now: float, iso: set) -> bool:
+        """The periodic balance of busy CPUs (rebalance_domains from the scheduler tick): in each
+        sched domain whose busy interval is due, the CPU with the most load per capacity gives a
+        queued task (runnable, not the one holding the CPU: can_migrate_task) to the domain's
+        allowed CPU with the least, while the busiest carries the domain's imbalance_pct of the
+        destination's load per capacity and the move does not reverse the two. Load is the
+        runnable tasks' weight now (the kernel's runnable load average, without its decay: an
+        assumption). Below the phone's tipping point (no CPU over-utilized) a CPU pulls only
+        from one of no less capacity, as in `_balance`. Checked at the window rollovers, so a
+        due pass runs at the first rollover at or after its time. True if a task moved."""
+        due = [i for i, at in enumerate(self._domain_due) if now >= at - 1e-9]
+        if not due:
+            return False
+        for i in due:
+            iv = self._domains[i][1]
+            self._domain_due[i] = (math.floor(now / iv + 1e-9) + 1) * iv
+        sched, cap = self.sched, self.cap
+        runnable = sched._runnable
+        n = len(cap)
+        load, nr, util = [0.0] * n, [0] * n, [0.0] * n
+        for t in runnable:
+            load[t.cpu] += t.weight
+            nr[t.cpu] += 1
+            util[t.cpu] += self._record(t, now).demand
+        # below the tipping point the energy-aware balancer pulls only from a CPU of no less
+        # capacity (as in `_balance`)
+        below_tipping = not self._overutilized(util)
+        curr = sched._curr
+        moved = False
+        for i in due:
+            cpus, _, pct = self._domains[i]
+            for _ in runnable:
+                queued = [t for t in runnable if t.cpu in cpus and nr[t.cpu] > 1 and curr[t.cpu] is not t
+                          and len(t.affinity) > 1]
+                if not queued:
+                    break
+                b = max({t.cpu for t in queued}, key=lambda c: (load[c] / cap[c], -c))
+                t = min((t for t in queued if t.cpu == b), key=lambda t: t.tid)
+                dests = [c for c in self._allowed(t, iso) if c in cpus and c != b and c not in iso
+                         and not (below_tipping and self.rank[c] > self.rank[b])]
+                if not dests:
+                    break
+                d = min(dests, key=lambda c: (load[c] / cap[c], c))
+                w = t.weight
+                if load[b] / cap[b] * 100 <= pct * load[d] / cap[d] or \
+                        (load[d] + w) / cap[d] > (load[b] - w) / cap[b]:
+                    break
+                load[b] -= w
+                load[d] += w
+                nr[b] -= 1
+                nr[d] += 1
+                t.cpu = d
+                moved = True
+        return moved
 
     def _roll(self, now: float) -> bool:
         """Close every window up to ``now``; core_ctl decides at each. True if isolation changed."""
