@@ -64,8 +64,8 @@ class Platform:
                 self.cluster_of_cpu[cpu] = k
         self.freq_mhz = [c.fmax_mhz for c in self.clusters]
         # Per cluster, the highest clock its cpufreq policy allows now (policy->max: thermal and
-        # other limits, written by kernel.cpufreq.CpufreqPolicy): what the scheduler scales a
-        # CPU's capacity by (the kernel's per-CPU max_freq_scale)
+        # other limits, set by kernel.cpufreq.CpufreqPolicy, whose cap_mhz it is): what the
+        # scheduler scales a CPU's capacity by (the kernel's per-CPU max_freq_scale)
         self.max_freq_mhz = [c.fmax_mhz for c in self.clusters]
         # Per cluster, figures that change only with its clock (`_freq_figures`), found when the
         # power model next needs them (None: the clock changed since); a held power needs none.

@@ -107,7 +107,6 @@ class CpufreqPolicy:
         # scaling_min_freq as the init scripts write it (None: the lowest OPP), resolved to an OPP
         # at or above it, as cpufreq resolves a frequency request (CPUFREQ_RELATION_L)
         self.min_mhz = self.opps_mhz[0] if min_freq_mhz is None else opp_at_or_above(self.opps_mhz, min_freq_mhz)
-        self.cap_mhz = spec.fmax_mhz
         self.limits_mhz: dict[str, float] = {}   # per party ("kernel", "engine"): its limit
         self.last_change_s = -math.inf
         self.n_changes = 0
@@ -118,6 +117,13 @@ class CpufreqPolicy:
     def cur_mhz(self) -> float:
         self.governor.catch_up()
         return self.sched.platform.freq_mhz[self.index]
+
+    @property
+    def cap_mhz(self) -> float:
+        """policy->max: the OPP at or below the lowest party's limit. Held by the platform (its
+        `max_freq_mhz`), where the scheduler scales capacity by it, as the kernel keeps it per
+        CPU for the scheduler (max_freq_scale)."""
+        return self.sched.platform.max_freq_mhz[self.index]
 
     @property
     def fmax_mhz(self) -> float:
@@ -154,7 +160,7 @@ class CpufreqPolicy:
         self.limits_mhz[party] = cap_mhz
         cap = opp_at_or_below(self.opps_mhz, min(self.limits_mhz.values()))
         if cap != self.cap_mhz:
-            self.cap_mhz = self.sched.platform.max_freq_mhz[self.index] = cap
+            self.sched.platform.max_freq_mhz[self.index] = cap
             self.governor.limits_changed()
 
     def limit_mhz(self, party: str) -> float:
