@@ -64,7 +64,7 @@ def main(argv=None) -> None:
             dev = Device(spec)
             for model, choice, k in jobs:
                 t0 = time.process_time()
-                FastForward(dev, c.memo, BatchKey("pixel3", model, choice), skip_quiet=skip).run_batches(k, stretch=stretch)
+                FastForward(dev, c.memo, BatchKey("pixel3", model, choice), skip_quiet=skip).run_process(k, stretch=stretch)
                 s = (time.process_time() - t0) / k
                 per_job[mode, model] = min(per_job.get((mode, model), math.inf), s)
             counts[mode] = f"{dev.n_skipped_polls} polls skipped, {dev.env.n_events} events"   # the same each run

@@ -362,6 +362,12 @@ class FastForward:
                 out.append(self.run_batch(key, ahead=left - 1))
         return out
 
+    def run_process(self, n: int, stretch: bool = False) -> list[BatchRecord]:
+        """``n`` batches of a training process started now: the first a cold one (its key without
+        warm-up: the pools created, the clocks ramping), the rest as `run_batches`."""
+        out = [self.run_batch(replace(self.key, warmup=0), ahead=n - 1)]
+        return out + self.run_batches(n - 1, stretch=stretch)
+
     def held_cost(self, key: BatchKey) -> BatchCost:
         """``key``'s cost at the clocks' present caps, its power and busy shares held on the
         phone from now on (they stay held after a batch: the next usually holds the same)."""
@@ -466,7 +472,8 @@ def check_fast_forward(make_device: Callable[[], Device], jobs: Sequence[tuple[s
     """The (model, choice, batches) of ``jobs`` in turn, on a phone from ``make_device`` fully
     simulated and on another fast-forwarded (tests/test_batchmodel, experiments/batchmodel_check
     and benchmarks/bench_fastforward compare the two). Making the phones is not timed.
-    ``placement``: the batch keys', which should be the phones' own."""
+    ``placement``: the batch keys', which should be the phones' own. Each job is a new training
+    process on both phones: the fast-forward's first batch is a cold key's (`FastForward.run_process`)."""
     def where(dev: Device) -> tuple[float, float, int]:
         return dev.env.now, dev.platform.total_energy_j, len(dev.thermal.cap_log)
 
@@ -484,7 +491,7 @@ def check_fast_forward(make_device: Callable[[], Device], jobs: Sequence[tuple[s
     cpu0 = time.process_time()
     for model, choice, n in jobs:
         run = FastForward(ff, memo, BatchKey(ff.spec.name, model, choice, placement=placement), skip_quiet)
-        run.run_batches(n, stretch=stretch)
+        run.run_process(n, stretch=stretch)
         run.release()
     ff.sched.sync()
     return FastForwardCheck(full, ff, full_start, ff_start, full_cpu, time.process_time() - cpu0, memo)
