@@ -365,6 +365,8 @@ class FastForward:
     def run_process(self, n: int, stretch: bool = False) -> list[BatchRecord]:
         """``n`` batches of a training process started now: the first a cold one (its key without
         warm-up: the pools created, the clocks ramping), the rest as `run_batches`."""
+        if n < 1:
+            return []
         out = [self.run_batch(replace(self.key, warmup=0), ahead=n - 1)]
         return out + self.run_batches(n - 1, stretch=stretch)
 

@@ -348,7 +348,7 @@ class WaltPlacement:
       so "walt-prevcpu" runs it too. The kernels' own rule is not the default yet: PyTorch's
       default team then spreads over the spinners' CPUs or stays packed with its master
       depending on its history, which the batch model's keys do not carry (on a warm Pixel 3,
-      MobileNetV2's default fast-forwards 9.5% late, against 1.4% under this placement).
+      MobileNetV2's default fast-forwards 9.5% late, against 1.4% under the reference rule).
     - A CPU's capacity is its capacity at the top clock scaled by its cluster's clock cap
       (`_follow_caps`), so a CPU kept busy at its cap has no spare.
 
