@@ -23,7 +23,7 @@ CFG = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), client
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     bm = BatchModel()
-    bm.prefill(likely_keys(["pixel3"], CFG.model), jobs=1, progress=False)
+    bm.prefill(likely_keys(["pixel3"], CFG.model, CFG.policies), jobs=1, progress=False)
     fast = run_fleet(CFG, PolicyCosts(bm), tmp_path_factory.mktemp("ff"), progress=False)
     full = run_fleet(CFG, PolicyCosts(bm, fast_forward=False), tmp_path_factory.mktemp("full"), progress=False)
     return fast, full
@@ -120,7 +120,7 @@ def test_a_fleet_stopped_midway_keeps_what_it_simulated_in_its_memo(tmp_path, mo
     monkeypatch.setattr(PolicyRun, "play_round", stopped_in_round_3)
     with pytest.raises(KeyboardInterrupt):
         local.run_policy_fleet(cfg, tmp_path / "cut", jobs=1, progress=False)
-    prefilled = len(likely_keys(["pixel3"], cfg.model))
+    prefilled = len(likely_keys(["pixel3"], cfg.model, cfg.policies))
     saved = BatchModel()
     assert saved.load(tmp_path / "cut" / "batch-memo.pkl") > prefilled   # what the two rounds simulated too
     monkeypatch.setattr(PolicyRun, "play_round", real)
@@ -213,3 +213,23 @@ def test_a_checkpoint_of_another_run_fails_before_the_prefill(tmp_path, monkeypa
     with pytest.raises(InputError, match="checkpoint of another run") as e:
         run_policy_fleet(replace(cfg, per_round=3), tmp_path, jobs=1, progress=False)
     assert e.value.where.endswith("pytorch-default.log")
+
+
+def test_a_fleet_simulates_ahead_only_what_its_policies_run():
+    """The prefill follows the policies: the default's one choice, Swan's pinned choice space,
+    a baseline's placement; two policies that run the same batches share their keys."""
+    from swansim.dnn.choices import enumerate_choices, pytorch_default
+    from swansim.hw.profile import Catalogue
+
+    soc = Catalogue.load().device("pixel3").soc
+    pinned = [c for c in enumerate_choices(soc, mixed=True) if c.kind != "mixed"]
+    default = likely_keys(["pixel3"], "resnet34", ("pytorch-default",))
+    assert [(k.plan, k.warmup, k.placement) for k in default] == [(pytorch_default(soc), 0, "auto"),
+                                                                   (pytorch_default(soc), 1, "auto")]
+    assert likely_keys(["pixel3"], "resnet34", ("pytorch-default", "idle-charging-only")) == default
+    swan = likely_keys(["pixel3"], "resnet34", ("swan",))
+    assert {k.plan for k in swan} == set(pinned) and len(swan) == 2 * len(pinned)
+    assert {k.placement for k in likely_keys(["pixel3"], "resnet34", ("eas",))} == {"eas"}
+    both = likely_keys(["pixel3", "galaxy-s10e"], "resnet34", ("swan", "pytorch-default"))
+    assert both[:len(swan) + len(default)] == swan + default
+    assert {k.device for k in both[len(swan) + len(default):]} == {"galaxy-s10e"}

@@ -235,17 +235,21 @@ class PolicyCosts:
         return PolicyCost(model, policy, self.batch_model, self.runtime, self.fast_forward)
 
 
-def likely_keys(devices, model: str, runtime: str = "pytorch") -> list[BatchKey]:
-    """The batches a fleet run is sure to ask for: every pinned choice and PyTorch's default
-    on each device, screen off (what exploration and the baselines run first), cold (a
-    request's first batch) and warm."""
+def likely_keys(devices, model: str, policies=("swan", "pytorch-default"), runtime: str = "pytorch") -> list[BatchKey]:
+    """The batches a fleet run is sure to ask for: on each device, the choices each of
+    ``policies`` is sure to run (`Policy.likely_choices`: what exploration and the baselines run
+    first) under its placement, screen off, cold (a request's first batch) and warm."""
     cat = Catalogue.load()
     keys = []
     for d in devices:
         soc = cat.device(d).soc
-        for c in (*enumerate_choices(soc, mixed=False), pytorch_default(soc)):
-            keys += [BatchKey(d, model, c, runtime=runtime, warmup=w) for w in (0, 1)]
-    return keys
+        choices, default = enumerate_choices(soc, mixed=True), pytorch_default(soc)
+        for p in policies:
+            cls = policy_class(p, "--policies")
+            for c in cls.likely_choices(choices, default):
+                keys += [BatchKey(d, model, c, runtime=runtime, placement=cls.placement or AUTO, warmup=w)
+                         for w in (0, 1)]
+    return list(dict.fromkeys(keys))
 
 
 def memo_report(result, batch_model: BatchModel) -> str:
@@ -305,7 +309,7 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     with DirLock(out):
         bm.load(memo_path)
         population = build_population(config)   # a bad trace fails here, before the prefill
-        bm.prefill(likely_keys(sorted(set(population.devices)), config.model), jobs, progress)
+        bm.prefill(likely_keys(sorted(set(population.devices)), config.model, config.policies), jobs, progress)
         bm.save(memo_path)
         result = run_validated(config, costs, out, population, jobs, dask_address, progress,
                                on_round=MemoSaver(bm, memo_path))

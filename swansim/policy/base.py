@@ -11,9 +11,9 @@ Every decision worth explaining goes to ``decisions`` (the run writes them as a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Sequence
 
-from swansim.dnn.choices import Plan
+from swansim.dnn.choices import Choice, Plan
 from swansim.policy.view import BatchStats, PhoneState, PolicyView
 from swansim.registry import Registry
 
@@ -44,6 +44,13 @@ class Policy:
     def __init__(self):
         self.decisions: list[Decision] = []
         self.purpose = "train"   # why the last planned batch runs: "train" or "explore"
+
+    @classmethod
+    def likely_choices(cls, choices: Sequence[Choice], default: Choice) -> tuple[Choice, ...]:
+        """The choices this policy is sure to run on a phone whose ``choices`` (every one, in
+        the cost order) and PyTorch's ``default`` are these: what a fleet simulates ahead
+        (`federated.local.likely_keys`). Default: every pinned choice and the default."""
+        return (*(c for c in choices if c.kind != "mixed"), default)
 
     def begin(self, state: PhoneState) -> None:
         """A run starts on a (possibly new) phone at ``state.time_s``; learned state is kept."""

@@ -18,7 +18,7 @@
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from swansim.dnn.choices import Choice, Plan
 from swansim.errors import InputError
@@ -34,8 +34,17 @@ class Static(Policy):
         super().__init__()
         self._plan: Plan | None = None
 
-    def choose(self, view: PolicyView) -> Choice:
+    @classmethod
+    def pick(cls, choices: Sequence[Choice], default: Choice) -> Choice:
+        """The one choice, from the phone's ``choices`` (cost order) and PyTorch's ``default``."""
         raise NotImplementedError
+
+    @classmethod
+    def likely_choices(cls, choices, default) -> tuple[Choice, ...]:
+        return (cls.pick(choices, default),)
+
+    def choose(self, view: PolicyView) -> Choice:
+        return self.pick(view.choices, view.default_choice)
 
     def plan(self, view: PolicyView) -> Plan:
         if self._plan is None:
@@ -51,26 +60,28 @@ class Static(Policy):
 class PytorchDefault(Static):
     """PyTorch's default, the paper's baseline: as many threads as big cores, no affinity."""
 
-    def choose(self, view: PolicyView) -> Choice:
-        return view.default_choice
+    @classmethod
+    def pick(cls, choices, default) -> Choice:
+        return default
 
 
 @register("all-cores")
 class AllCores(Static):
     """Every core, one pinned thread each."""
 
-    def choose(self, view: PolicyView) -> Choice:
-        return max(view.choices, key=lambda c: len(c.cpus))
+    @classmethod
+    def pick(cls, choices, default) -> Choice:
+        return max(choices, key=lambda c: len(c.cpus))
 
 
 @register("little-only")
 class LittleOnly(Static):
     """Every little core, one pinned thread each: the least a run takes from the owner's apps."""
 
-    def choose(self, view: PolicyView) -> Choice:
+    @classmethod
+    def pick(cls, choices, default) -> Choice:
         # a single-cluster SoC has no little kind: its whole cluster
-        little = [c for c in view.choices if c.kind == "little"] or \
-                 [c for c in view.choices if c.kind == view.choices[0].kind]
+        little = [c for c in choices if c.kind == "little"] or [c for c in choices if c.kind == choices[0].kind]
         return max(little, key=lambda c: len(c.cpus))
 
 
@@ -97,6 +108,10 @@ class Oracle(Static):
     """The best static choice, knowing every choice's true latency up front."""
 
     needs_oracle = True
+
+    @classmethod
+    def likely_choices(cls, choices, default) -> tuple[Choice, ...]:
+        return (*choices, default)   # whichever its latencies make the fastest
 
     def __init__(self, latency_by_choice: Mapping[str, float] | None = None, params: SwanParams | None = None):
         super().__init__()

@@ -232,6 +232,10 @@ class Swan(Policy):
 
     # -- planning -------------------------------------------------------------------------
 
+    @classmethod
+    def likely_choices(cls, choices, default) -> tuple[Choice, ...]:
+        return tuple(c for c in choices if c.kind != "mixed")   # the choice space `plan` explores
+
     def explore_order(self) -> list[Choice]:
         """Unexplored choices in the order they will be tried."""
         order = [c for c in self._space if c not in self.profiles]
@@ -240,7 +244,7 @@ class Swan(Policy):
     def plan(self, view: PolicyView) -> Plan:
         if not self._space:
             # the paper's choice space: per-cluster prefixes (mixed big+little sets always lost)
-            self._space = tuple(c for c in view.choices if c.kind != "mixed")
+            self._space = self.likely_choices(view.choices, view.default_choice)
             self._n_layers = view.model.n_layers
         t, b = view.state.time_s, view.batch
         if self._shared:
