@@ -33,7 +33,8 @@ from swansim.cli import guarded
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.federated.energy import CHARGER_BUDGET, CHARGER_BUDGETS
 from swansim.federated.local import memo_report, run_policy_fleet
-from swansim.federated.fleet import FleetConfig
+from swansim.federated.fleet import FleetConfig, check_resume, validate
+from swansim.pool import check_jobs
 
 
 def main(argv=None) -> None:
@@ -57,11 +58,17 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     out = Path(args.out)
     rounds, summaries, by_task = {}, [], {}
+    tasks = checks.names(checks.listed(args.tasks), "--tasks", SWAN_TASKS, "task")
+    configs = {task: FleetConfig(model=task, policies=tuple(args.policies.split(",")), clients=args.clients,
+                                 per_round=args.per_round, rounds=args.rounds, target_accuracy=args.target_accuracy,
+                                 charger_budget=args.charger_budget, bandwidth_sigma=args.bandwidth_sigma)
+               for task in tasks}
+    check_jobs(args.jobs)
+    for task, cfg in configs.items():   # every task's input and checkpoint, before the first runs
+        validate(cfg, no_limit=args.no_limit)
+        check_resume(cfg, out / task)
     t0 = time.perf_counter()
-    for task in checks.names(checks.listed(args.tasks), "--tasks", SWAN_TASKS, "task"):
-        cfg = FleetConfig(model=task, policies=tuple(args.policies.split(",")), clients=args.clients,
-                          per_round=args.per_round, rounds=args.rounds, target_accuracy=args.target_accuracy,
-                          charger_budget=args.charger_budget, bandwidth_sigma=args.bandwidth_sigma)
+    for task, cfg in configs.items():
         result, bm = run_policy_fleet(cfg, out / task, args.jobs, no_limit=args.no_limit)
         rounds[task] = result.rounds
         summaries.append(result.summary.assign(task=task))

@@ -58,17 +58,21 @@ def new_pool(jobs: int, init: Callable[..., None] | None = None, *args) -> Proce
 def stop_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a pool now: cancel what waits, end the workers that run (a simulation may run for
     minutes; an interrupted command must not wait for it). ProcessPoolExecutor has no public way
-    to end running workers before Python 3.14's terminate_workers, hence its ``_processes``."""
+    to end running workers before Python 3.14's terminate_workers, hence its ``_processes``.
+    The pool is told to shut down first: its manager thread then drops the cancelled work before
+    it sees a worker die. The other way round, Python 3.11's manager marks every queued future
+    failed, raises on one the caller had cancelled and prints a traceback from its thread
+    (CPython gh-107219, fixed in 3.12)."""
     try:    # a second Ctrl-C must not cut the stopping short
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ValueError:   # not the main thread: it cannot take signals anyway
         previous = None
     try:
         procs = list((getattr(pool, "_processes", None) or {}).values())   # shutdown() forgets them
+        pool.shutdown(wait=False, cancel_futures=True)
         for proc in procs:
             if proc.is_alive():
                 proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
         for proc in procs:
             proc.join(timeout=5)
     finally:

@@ -29,7 +29,7 @@ from swansim.federated.population import SIZE_MIN, Population, default_devices
 from swansim.federated.network import download_s, upload_s
 from swansim.federated.rounds import (EMPTY_ROUND_S, LocalOutcome, PolicyRun, RoundSettings, SerialExecutor, WorkContext,
                                   _Work, close_round)
-from swansim.federated.fleet import FleetConfig, checkpoint_state, run_fleet
+from swansim.federated.fleet import FleetConfig, check_resume, checkpoint_state, discard_stale_checkpoints, run_fleet
 from swansim.hw.profile import SWAN_PHONES
 from swansim.pool import new_pool
 
@@ -726,6 +726,22 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
         run_fleet(replace(cfg, per_round=9), make_cost, tmp_path / "cut", progress=False)
 
 
+def test_a_checkpoint_that_cannot_be_resumed_is_discarded_only_when_asked(tmp_path, monkeypatch):
+    """The demo regenerates its output: a checkpoint of another run, or of other code, is
+    removed before any work (`discard_stale_checkpoints`); one it can resume is kept."""
+    import swansim.batchmodel
+
+    cfg = small_config(policies=("steady", "sharing"), rounds=2)
+    run_fleet(cfg, make_cost, tmp_path, progress=False)
+    assert discard_stale_checkpoints(cfg, tmp_path) == []
+    monkeypatch.setattr(swansim.batchmodel, "code_fingerprint", lambda: "other code")
+    with pytest.raises(InputError, match="code or profiles changed"):
+        check_resume(cfg, tmp_path)
+    assert {p.name for p in discard_stale_checkpoints(cfg, tmp_path)} == {"steady.log", "sharing.log"}
+    check_resume(cfg, tmp_path)
+    assert run_fleet(cfg, make_cost, tmp_path, progress=False).rounds.shape[0] == 2 * len(cfg.policies)
+
+
 def _checkpointed_rounds(out: Path, policy: str) -> int:
     from swansim.federated.checkpoint import Checkpoint
 
@@ -940,3 +956,33 @@ def test_a_clients_lookups_cache_stays_in_its_process(pop):
     copy = pickle.loads(pickle.dumps(pop))
     assert "_lists" not in vars(copy.traces)
     assert [copy.timeline(3, 0.0).state_at(t) for t in (0.0, 5_000.0, 90_000.0)] == before
+
+
+def test_stopping_a_pool_leaves_no_traceback_from_its_manager_thread(monkeypatch):
+    """An interrupt cancels the queued work, then the pool is stopped. Python 3.11's pool
+    manager marks every queued future failed when a worker dies, and raises on one already
+    cancelled (CPython gh-107219, fixed in 3.12): a traceback from its thread after the one line
+    an interrupt prints. The pool is told to shut down (its manager drops the cancelled work)
+    before its workers are ended; a dying worker noticed at once must not bring it back."""
+    import multiprocessing.process
+    import threading
+    import time
+
+    from swansim.pool import new_pool, stop_pool
+
+    raised = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_type))
+    terminate = multiprocessing.process.BaseProcess.terminate
+
+    def slow_terminate(self):   # the manager thread sees the worker die before anything else
+        terminate(self)
+        time.sleep(0.3)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "terminate", slow_terminate)
+    pool = new_pool(1)
+    futures = [pool.submit(time.sleep, 5) for _ in range(6)]
+    time.sleep(0.5)   # the first runs, the rest wait
+    for f in futures[2:]:
+        f.cancel()
+    stop_pool(pool)
+    time.sleep(0.5)
+    assert raised == []

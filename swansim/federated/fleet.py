@@ -421,6 +421,21 @@ def check_resume(config: FleetConfig, out_dir: str | Path) -> None:
         _open_checkpoint(Path(out_dir), config, p, _identity(config, p), header_only=True)
 
 
+def discard_stale_checkpoints(config: FleetConfig, out_dir: str | Path) -> list[Path]:
+    """Remove the checkpoints in ``out_dir`` that `check_resume` would refuse (another run's,
+    or written by other code or profiles) and return them: for a caller that regenerates all
+    its output (the demo), where such a checkpoint is old output, not something to resume."""
+    removed = []
+    for p in config.policies:
+        try:
+            _open_checkpoint(Path(out_dir), config, p, _identity(config, p), header_only=True)
+        except InputError:
+            path = _checkpoint_path(Path(out_dir), p)
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 def _open_checkpoint(out: Path, config: FleetConfig, policy: str, ours: dict,
                      header_only: bool = False) -> tuple[Checkpoint, FleetState | None]:
     """The policy's checkpoint log and the state of its last whole round (None: start afresh;

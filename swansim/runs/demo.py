@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -80,6 +81,13 @@ def run_demo(cfg: DemoConfig, out: Path | str, jobs: int | None = None, progress
     spec = cfg.check(Catalogue.load())
     jobs = check_jobs(jobs)
     out = checks.out_dir(out)
+    if cfg.fleet_rounds > 0:   # before any work: a fleet it cannot resume is old output
+        from swansim.federated.fleet import discard_stale_checkpoints
+
+        for path in discard_stale_checkpoints(_fleet_config(cfg), out / "fleet"):
+            if progress:
+                print(f"{path}: written by another run or other code; the demo's fleet starts afresh",
+                      file=sys.stderr)
     files = []
     landscapes = {}
     for model in FIG2_TASKS:
@@ -138,7 +146,10 @@ def _policies(cfg: DemoConfig, jobs, progress) -> pd.DataFrame:
 def _fleet(cfg: DemoConfig, out: Path, jobs, progress):
     from swansim.federated.local import run_policy_fleet
 
-    fleet_cfg = FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=cfg.fleet_clients,
-                            per_round=cfg.fleet_per_round, rounds=cfg.fleet_rounds, seed=cfg.seed)
-    result, _ = run_policy_fleet(fleet_cfg, out, jobs, progress=progress)
+    result, _ = run_policy_fleet(_fleet_config(cfg), out, jobs, progress=progress)
     return result
+
+
+def _fleet_config(cfg: DemoConfig) -> FleetConfig:
+    return FleetConfig(model="resnet34", policies=("swan", "pytorch-default"), clients=cfg.fleet_clients,
+                       per_round=cfg.fleet_per_round, rounds=cfg.fleet_rounds, seed=cfg.seed)
