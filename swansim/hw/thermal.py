@@ -52,6 +52,10 @@ class ThermalNetwork:
         self.__dict__.update(modes)
         self.ambient_c = ambient_c
         self._z = [0.0] * len(self.nodes)   # modal coordinates of T - T_amb
+        self._ss_for: list[float] | None = None   # the power whose modal steady state is _ss
+        self._ss: list[float] = []
+        self._decay_for = math.nan                 # the step whose per-mode decay is _decay
+        self._decay: list[float] = []
         self._temp: np.ndarray | None = None
 
     @staticmethod
@@ -112,16 +116,23 @@ class ThermalNetwork:
         """Advance by ``dt_s`` with ``power_w`` (W per node) held constant."""
         if dt_s <= 0:
             return
-        p = list(power_w)
-        z_ss = [sum(map(mul, row, p)) for row in self._gain_rows]
-        self._z = [s + math.exp(-r * dt_s) * (z - s) for s, r, z in zip(z_ss, self._rates, self._z)]
+        if dt_s != self._decay_for:
+            self._decay_for, self._decay = dt_s, [math.exp(-r * dt_s) for r in self._rates]
+        self._z = [s + d * (z - s) for s, d, z in zip(self._steady(power_w), self._decay, self._z)]
         self._temp = None
+
+    def _steady(self, power_w: Sequence[float]) -> list[float]:
+        """The modal steady state of ``power_w`` (the last one's kept: a held power is stepped
+        again and again, at the polls and samples of a fast-forward)."""
+        p = list(power_w)
+        if p != self._ss_for:
+            self._ss_for, self._ss = p, [sum(map(mul, row, p)) for row in self._gain_rows]
+        return self._ss
 
     def mean_c(self, dt_s: float, power_w: Sequence[float], nodes: Sequence[int]) -> list[float]:
         """The mean temperature of each node in ``nodes`` (indices) over the next ``dt_s`` with
         ``power_w`` held: each mode's exponential averaged in closed form."""
-        p = list(power_w)
-        z_ss = [sum(map(mul, row, p)) for row in self._gain_rows]
+        z_ss = self._steady(power_w)
         mean = [s + (z - s) * (-math.expm1(-r * dt_s) / (r * dt_s)) for s, r, z in zip(z_ss, self._rates, self._z)]
         return [self.ambient_c + sum(map(mul, self._v_rows[i], mean)) for i in nodes]
 
@@ -129,8 +140,7 @@ class ThermalNetwork:
         """Lower and upper bounds on every node's temperature over the next ``dt_s`` with
         ``power_w`` held: a node's temperature is its steady state plus one exponential per
         mode, and each exponential lies between its values now and at ``dt_s``."""
-        p = list(power_w)
-        z_ss = [sum(map(mul, row, p)) for row in self._gain_rows]
+        z_ss = self._steady(power_w)
         now = [z - s for z, s in zip(self._z, z_ss)]
         then = [c * math.exp(-r * dt_s) for c, r in zip(now, self._rates)]
         lo, hi = [], []
