@@ -235,7 +235,7 @@ class PolicyCosts:
         return PolicyCost(model, policy, self.batch_model, self.runtime, self.fast_forward)
 
 
-def likely_keys(devices, model: str, policies=("swan", "pytorch-default"), runtime: str = "pytorch") -> list[BatchKey]:
+def likely_keys(devices, model: str, policies, runtime: str = "pytorch") -> list[BatchKey]:
     """The batches a fleet run is sure to ask for: on each device, the choices each of
     ``policies`` is sure to run (`Policy.likely_choices`: what exploration and the baselines run
     first) under its placement, screen off, cold (a request's first batch) and warm."""
