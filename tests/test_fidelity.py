@@ -309,6 +309,32 @@ def test_the_balance_of_busy_cpus_spreads_tasks_queued_on_one(placement, spread)
         assert where == [3, 3, 3, 3]
 
 
+def test_the_balance_of_busy_cpus_weighs_a_duty_cycled_task_at_its_duty():
+    """The same four tasks queued on little CPU 3 (walt-prevcpu, which runs the balance), each
+    now busy a tenth of its time (a loop of short calls and waits, as a macro region stands for
+    a per-group loop): the kernel's runnable load average sees each at a tenth of its weight, so
+    CPU 3 carries less load per capacity than its hogged neighbours and nothing moves (counted
+    at full weight they spread, as above)."""
+    dev = _device("pixel3", placement="walt-prevcpu")
+    n = dev.platform.n_cpus
+    for c in range(n):
+        if c != 3:
+            _hog(dev, f"hog{c}", affinity=(c,))
+    k = dev.platform.cluster_of_cpu[3]
+    rate_cpu = dev.platform.freq_mhz[k] * 1e6 * _speed(dev)[k]
+    team = []
+    for i in range(4):
+        t = dev.sched.spawn(f"team{i}", affinity=(3,))
+        dev.sched.run(t, 1e15, _speed(dev), idle_s_per_unit=9.0 / rate_cpu)
+        team.append(t)
+    dev.run(0.1)
+    for t in team:
+        dev.sched.set_affinity(t, range(n))
+    dev.run(1.5)
+    assert [t.cpu for t in team] == [3, 3, 3, 3]
+    assert all(t.duty == pytest.approx(0.1, abs=0.01) for t in team)
+
+
 @pytest.mark.parametrize("device, placement, lands_on", [
     ("pixel3", "walt", "spare"), ("galaxy-s10e", "walt", "spare"),
     ("pixel3", "walt-prevcpu", "previous"), ("galaxy-s10e", "walt-prevcpu", "spare")])
