@@ -366,6 +366,37 @@ def test_a_task_that_fits_no_cpu_takes_the_most_spare_or_as_its_kernel_the_previ
     assert task.cpu == (previous if lands_on == "previous" else 0)
 
 
+@pytest.mark.parametrize("device, placement, stays", [
+    ("pixel3", "walt-prevcpu", True), ("galaxy-s10e", "walt-prevcpu", False), ("pixel3", "walt", False)])
+def test_on_an_over_utilized_android_4_9_phone_a_waking_task_keeps_its_cpu(device, placement, stays):
+    """A light periodic task, started on big CPU 5, wakes every 10 ms while every other CPU
+    runs a hog (the phone over-utilized), little CPU 0's working half the time.
+    find_best_target packs it where it fits, on the busy CPU 0; Android 4.9 takes that path
+    only while the root domain is not over-utilized, and otherwise the classic one, whose
+    select_idle_sibling keeps the previous CPU, idle between the task's runs (the kernels' own
+    rule, walt-prevcpu; msm and the reference stay on the energy-aware path)."""
+    dev = _device(device, placement=placement)
+    n = dev.platform.n_cpus
+    k = dev.platform.cluster_of_cpu[0]
+    rate_cpu = dev.platform.freq_mhz[k] * 1e6 * _speed(dev)[k]
+    dev.sched.run(dev.sched.spawn("half", affinity=(0,)), 1e15, _speed(dev), idle_s_per_unit=1.0 / rate_cpu)
+    for c in range(1, n):
+        if c != 5:
+            _hog(dev, f"hog{c}", affinity=(c,))
+    task = dev.sched.spawn("task", affinity=(5,))
+    _periodic(dev, task, 0.05)
+    dev.run(0.2)
+    pl = dev.sched.placement
+    others = [t for t in dev.sched.threads if t.runnable and t is not task]
+    count = [sum(1 for t in others if t.cpu == c) for c in range(n)]
+    util = [sum(pl.demand(t) for t in others if t.cpu == c) for c in range(n)]
+    load = [sum(t.weight for t in others if t.cpu == c) for c in range(n)]
+    assert task.cpu == 5 and count[5] == 0 and pl._overutilized(util)
+    assert pl.fits(pl.demand(task) + util[0], 0, 0)   # it fits beside CPU 0's half-time hog
+    woke_on = pl._wake_cpu(task, pl.demand(task), tuple(range(n)), count, util, load)
+    assert woke_on == (5 if stays else 0)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.floats(0.0, 0.5), st.lists(st.sampled_from([0.0, 0.3, 0.9, 1.0]), min_size=8, max_size=8),
                           st.lists(st.integers(0, 2), min_size=8, max_size=8), st.integers(0, 7)),

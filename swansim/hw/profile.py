@@ -316,6 +316,17 @@ class KernelSpec:
         to the previous CPU). `kernel.walt.WaltPlacement._fallback` cites both."""
         return not self.flavour.startswith("android-4.9")
 
+    @property
+    def eas_wake_when_overutilized(self) -> bool:
+        """Whether a waking task goes through find_best_target while the root domain is
+        over-utilized. Android 4.9's select_task_rq_fair takes the energy-aware path only while
+        it is not and otherwise the classic one, wake_affine and select_idle_sibling
+        (PixelOS-Bluecross/kernel_google_crosshatch@79dc4403 kernel/sched/fair.c,
+        select_task_rq_fair: "if (energy_aware() && !(cpu_rq(prev_cpu)->rd->overutilized))");
+        msm is modelled on the energy-aware path throughout (its wake path not re-read for
+        this). `kernel.walt.WaltPlacement._idle_sibling`."""
+        return not self.flavour.startswith("android-4.9")
+
 
 _DEFAULT_STUNE = StuneGroup()
 

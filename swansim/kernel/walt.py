@@ -345,11 +345,15 @@ class WaltPlacement:
       on Android 4.9 always, the kernels keep the task's previous CPU (`_fallback`, placement
       "walt-prevcpu", experiments/fidelity_sensitivity.py's ``fallback=previous``). There, with
       no CPU idle, only the periodic balance of busy CPUs moves a queued task (`_busy_pass`),
-      so "walt-prevcpu" runs it too. The kernels' own rule is not the default yet: PyTorch's
-      default team then spreads over the spinners' CPUs or stays packed with its master
-      depending on its history, which the batch model's keys do not carry (on a Pixel 3 at
-      35 C, ResNet-34's default packs at its first caps and stays packed: its fast-forward
-      ends 33% short over 100 batches, against 0.2% long under the reference rule).
+      so "walt-prevcpu" runs it too, and on Android 4.9 a waking task takes the classic path
+      while the phone is over-utilized (`_idle_sibling`). The kernels' own rule is not the
+      default yet: PyTorch's default team then spreads over the spinners' CPUs or stays packed
+      with its master depending on its history, which the batch model's keys do not carry.
+      The classic path keeps ResNet-34's team where it is on a hot Pixel 3 (fast-forward 0.3%
+      long over 100 batches; without it the team packed at its first caps and stayed, 33%
+      short), but the depthwise defaults' batches alternate between placements at fixed caps
+      (ShuffleNetV2's 4.2 or 5.3 s) and a key measures one: six warm batches fast-forward 7.6%
+      (MobileNetV2) and 11.6% (ShuffleNetV2) late, against 1.4% and 5.2% under the reference.
     - A CPU's capacity is its capacity at the top clock scaled by its cluster's clock cap
       (`_follow_caps`), so a CPU kept busy at its cap has no spare.
 
@@ -588,7 +592,11 @@ class WaltPlacement:
         return r
 
     def _wake_cpu(self, t: Thread, d: float, allowed, seen_count, seen_util, load) -> int:
-        """find_best_target() for a waking task (class doc)."""
+        """find_best_target() for a waking task (class doc); under the kernels' own rule
+        ("walt-prevcpu"), Android 4.9's classic path while the phone is over-utilized."""
+        if self.previous_cpu and not self.kernel.eas_wake_when_overutilized and t.cpu in allowed \
+                and self._overutilized(seen_util):
+            return self._idle_sibling(t, allowed, seen_count)
         st = self._stune(t)
         prefer_idle, boosted = st.prefer_idle, st.boost_pct > 0.0
         from_rank = self.rank[t.cpu] if t.cpu is not None else 0
@@ -659,6 +667,21 @@ class WaltPlacement:
             return most_spare
         return self._largest_share(t, allowed, load)
 
+    def _idle_sibling(self, t: Thread, allowed, seen_count) -> int:
+        """Android 4.9's classic wake path (`hw.profile.KernelSpec.eas_wake_when_overutilized`):
+        select_idle_sibling from the previous CPU - that CPU if idle, else an idle allowed CPU
+        of its cluster (the LLC domain; assumption, as for the balance's domains: each cluster
+        a cpu-map cluster), else the previous CPU. wake_affine is not modelled: with both CPUs
+        busy its effective-load test (older form) keeps the previous CPU unless the waker's has
+        far less load per capacity."""
+        prev = t.cpu
+        if seen_count[prev] == 0:
+            return prev
+        for c in self.rank_cpus[self.rank[prev]]:
+            if c in allowed and seen_count[c] == 0:
+                return c
+        return prev
+
     def _largest_share(self, t: Thread, allowed, load) -> int:
         """The allowed CPU that would give ``t`` the largest share of capacity (its own CPU on a tie)."""
         return max(allowed, key=lambda c: (self.cap[c] * t.weight / (load[c] + t.weight), c == t.cpu, -c))
@@ -673,10 +696,8 @@ class WaltPlacement:
         find_best_target has no such fallback and returns -1. Either way the caller then keeps
         the task's previous CPU (msm-4.14 fair.c L8465-8466; sm8250 select_task_rq_fair
         "new_cpu = prev_cpu"; PixelOS-Bluecross/kernel_google_crosshatch@79dc4403
-        select_energy_cpu_brute "if (next_cpu == -1) target_cpu = prev_cpu"). Not modelled:
-        Android 4.9 leaves the energy-aware path while the root domain is over-utilized, for
-        wake_affine and select_idle_sibling, which with no idle CPU also keep the previous CPU
-        or take the waker's."""
+        select_energy_cpu_brute "if (next_cpu == -1) target_cpu = prev_cpu"). While the root
+        domain is over-utilized Android 4.9 does not get here: `_idle_sibling`."""
         if most_spare is not None and most_spare_cap > 0.0 and self.kernel.most_spare_fallback:
             return most_spare
         if t.cpu is not None and t.cpu in allowed:
