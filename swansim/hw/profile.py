@@ -322,9 +322,11 @@ class KernelSpec:
         over-utilized. Android 4.9's select_task_rq_fair takes the energy-aware path only while
         it is not and otherwise the classic one, wake_affine and select_idle_sibling
         (PixelOS-Bluecross/kernel_google_crosshatch@79dc4403 kernel/sched/fair.c,
-        select_task_rq_fair: "if (energy_aware() && !(cpu_rq(prev_cpu)->rd->overutilized))");
-        msm is modelled on the energy-aware path throughout (its wake path not re-read for
-        this). `kernel.walt.WaltPlacement._idle_sibling`."""
+        select_task_rq_fair: "if (energy_aware() && !(cpu_rq(prev_cpu)->rd->overutilized))").
+        msm-4.14 returns find_energy_efficient_cpu whenever energy_aware(), over-utilized or not
+        (Planet-X/android_kernel_oneplus_sm8150@2498885a kernel/sched/fair.c,
+        select_task_rq_fair), and that takes find_best_target's CPU when the previous one is
+        over-utilized. `kernel.walt.WaltPlacement._idle_sibling`."""
         return not self.flavour.startswith("android-4.9")
 
 
