@@ -305,16 +305,21 @@ class KernelSpec:
         return self.schedtune.get(group, _DEFAULT_STUNE)
 
     @property
+    def _android_4_9(self) -> bool:
+        """Google's Android 4.9 EAS kernel (the Pixel 3's), where its rules differ from msm's."""
+        return self.flavour.startswith("android-4.9")
+
+    @property
     def boosted_start(self) -> str:
         """Where a boosted task starts its search: "biggest" (Android 4.9) or "middle" (msm)."""
-        return "biggest" if self.flavour.startswith("android-4.9") else "middle"
+        return "biggest" if self._android_4_9 else "middle"
 
     @property
     def most_spare_fallback(self) -> bool:
         """Whether find_best_target, finding no CPU the waking task fits, falls back to the CPU
         with the most spare capacity (msm) before the task's previous CPU (Android 4.9: straight
         to the previous CPU). `kernel.walt.WaltPlacement._fallback` cites both."""
-        return not self.flavour.startswith("android-4.9")
+        return not self._android_4_9
 
     @property
     def eas_wake_when_overutilized(self) -> bool:
@@ -327,7 +332,7 @@ class KernelSpec:
         (Planet-X/android_kernel_oneplus_sm8150@2498885a kernel/sched/fair.c,
         select_task_rq_fair), and that takes find_best_target's CPU when the previous one is
         over-utilized. `kernel.walt.WaltPlacement._idle_sibling`."""
-        return not self.flavour.startswith("android-4.9")
+        return not self._android_4_9
 
 
 _DEFAULT_STUNE = StuneGroup()

@@ -899,8 +899,9 @@ class WaltPlacement:
         for a loop of tiny regions, an app's thread) at its duty: the kernel's runnable load
         average is a time average, and a loop's thread sits on the runqueue that share of the
         time (without the average's decay: an assumption). Below the phone's tipping point (no
-        CPU over-utilized) a CPU pulls only from one of no less capacity, as in `_balance`. Checked at the window rollovers, so a
-        due pass runs at the first rollover at or after its time. True if a task moved."""
+        CPU over-utilized) a CPU pulls only from one of no less capacity, as in `_balance`.
+        Checked at the window rollovers, so a due pass runs at the first rollover at or after its
+        time. True if a task moved."""
         due = [i for i, at in enumerate(self._domain_due) if now >= at - 1e-9]
         if not due:
             return False
