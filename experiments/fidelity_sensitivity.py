@@ -35,7 +35,8 @@ one warm-up and two measured batches, schedutil). Variants:
                     msm takes the CPU with the most spare capacity only if some is positive: the
                     kernels' own find_best_target fallback (placement walt-prevcpu), not the
                     reference's most spare of any sign, with the periodic balance of busy CPUs
-                    that then alone moves a queued task (kernel.walt.WaltPlacement)
+                    that then alone moves a queued task, and idle CPUs balancing in the kernels'
+                    order (kernel.walt.WaltPlacement.idle_balance)
   kernel=wakeup     the simulator's placement before the phone kernels were modelled
 
 Pinned rows change with the group (its cpuset), the waiting policy and the pools, and may with

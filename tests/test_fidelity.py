@@ -714,3 +714,38 @@ def test_the_macro_region_of_an_unpinned_team_agrees_with_its_repeats():
     macro = _batch("pixel3", "shufflenet_v2_x2_0", "default", "macro").latency_s
     repeats = _batch("pixel3", "shufflenet_v2_x2_0", "default", "repeats").latency_s
     assert macro == pytest.approx(repeats, rel=0.25)
+
+
+@pytest.mark.parametrize("at_s", [0.205, 0.215, 0.225, 0.235])
+def test_an_idle_cpu_pulls_the_queued_task_never_the_one_running(at_s):
+    """Two hogs take turns on big CPU 4 (CFS turns of 12 ms) until, at ``at_s``, both may also
+    run on little CPU 0, idle all along: under the kernels' own rules (walt-prevcpu) the idle CPU
+    takes the one waiting in the queue (can_migrate_task refuses the task running; detach_tasks),
+    whichever of the two holds CPU 4 at that instant, and the other stays."""
+    dev = _device("pixel3", placement="walt-prevcpu")
+    hogs = [_hog(dev, f"hog{i}", affinity=(4,)) for i in range(2)]
+    dev.run(at_s)
+    running = dev.sched._curr[4]
+    assert running in hogs
+    for h in hogs:
+        dev.sched.set_affinity(h, (0, 4))
+    dev.run(at_s + 1e-4)
+    assert running.cpu == 4
+    assert next(h for h in hogs if h is not running).cpu == 0
+
+
+@pytest.mark.parametrize("sleep_s, pulled", [(5e-6, False), (100e-6, True)])
+def test_a_cpu_that_idles_only_briefly_does_not_balance_when_it_goes_idle(sleep_s, pulled):
+    """Little CPU 0 runs a pinned task that sleeps ``sleep_s`` every millisecond; two hogs take
+    turns on big CPU 4 and may also run on CPU 0 (walt-prevcpu). A newly idle CPU balances
+    only while its average idle time covers the balancing's cost (idle_balance: avg_idle
+    against max_newidle_lb_cost, `walt.NEWIDLE_COST_S`): 5 us idle periods never let CPU 0
+    take a hog, 100 us ones let it take one at its first sleep."""
+    dev = _device("pixel3", placement="walt-prevcpu")
+    _periodic(dev, dev.sched.spawn("short", affinity=(0,)), 1.0 - sleep_s / 1e-3, period_s=1e-3)
+    hogs = [_hog(dev, f"hog{i}", affinity=(4,)) for i in range(2)]
+    dev.run(0.2)
+    for h in hogs:
+        dev.sched.set_affinity(h, (0, 4))
+    dev.run(0.3)
+    assert sorted(h.cpu for h in hogs) == ([0, 4] if pulled else [4, 4])

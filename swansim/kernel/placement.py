@@ -255,15 +255,17 @@ _GAIN = 1.0 + 1e-9
 # Placement strategies by name; each call gives a fresh (possibly stateful) placement for a
 # device spec. "walt" needs a profile with a `[kernel]` table; "walt-nocorectl" is the same
 # with core_ctl off (every CPU online); "walt-prevcpu" with each kernel's own fallback for a task
-# that fits no CPU (kernel.walt.WaltPlacement._fallback) and the balance of busy CPUs
-# (WaltPlacement._busy_pass).
+# that fits no CPU (kernel.walt.WaltPlacement._fallback), the balance of busy CPUs
+# (WaltPlacement._busy_pass) and idle CPUs balancing in the kernels' order
+# (WaltPlacement.idle_balance).
 PLACEMENTS: Registry[Callable[..., Placement]] = Registry("placement")
 PLACEMENTS.register("wakeup", lambda spec: WakeupPlacement())
 PLACEMENTS.register("eas", lambda spec: CapacityAwarePlacement())
 PLACEMENTS.register("throughput", lambda spec: place_for_throughput)
 PLACEMENTS.register("walt", lambda spec: WaltPlacement(spec.kernel))
 PLACEMENTS.register("walt-nocorectl", lambda spec: WaltPlacement(spec.kernel, core_ctl=False))
-PLACEMENTS.register("walt-prevcpu", lambda spec: WaltPlacement(spec.kernel, previous_cpu=True, busy_balance=True))
+PLACEMENTS.register("walt-prevcpu", lambda spec: WaltPlacement(spec.kernel, previous_cpu=True, busy_balance=True,
+                                                                kernel_idle_balance=True))
 # "auto": what the phone's kernel does - the profile's flavour where it names one, else `wakeup`.
 AUTO = "auto"
 

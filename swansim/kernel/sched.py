@@ -364,6 +364,11 @@ class Scheduler:
                     done()
         self.placement(self, self._runnable)
         self._slice(self._runnable)
+        # A CPU left idle balances once the wake-ups have taken their CPUs (schedule() ->
+        # idle_balance): a placement that never moves a running task needs to know who runs.
+        balance = getattr(self.placement, "idle_balance", None)
+        if balance is not None and balance(self):
+            self._slice(self._runnable)
         # Sharing out can change what the listeners decide (a governor picks a new clock at
         # once): then the rates are shared out again at this instant, placement unchanged.
         while True:

@@ -58,6 +58,18 @@ DEFAULT_MARGIN_UP_SHARE = 1024.0 / 1078.0
 BUSY_FACTOR = 32
 IMBALANCE_PCT_CLUSTER = 117
 IMBALANCE_PCT_ALL = 125
+# Newly idle balancing (`WaltPlacement.idle_balance`) walks the domains only while the CPU's
+# average idle time covers what balancing them costs: idle_balance breaks at `this_rq->avg_idle
+# < curr_cost + sd->max_newidle_lb_cost`. avg_idle is a 1/8 moving average of the CPU's idle
+# periods (ttwu_do_wakeup, update_avg), starting at and capped by twice sched_migration_cost
+# (0.5 ms): sched_init, and max_idle_balance_cost = max(sysctl_sched_migration_cost, ...) in
+# rebalance_domains (Android 4.9 kernel/sched/core.c, fair.c).
+MIGRATION_COST_S = 0.5e-3
+# Assumption: each domain's newidle balance costs what Arm's Juno board (big.LITTLE, arm64) was
+# seen to need: cluster domain 14.907 us, all CPUs 11.858 us (sched_domain max_newidle_lb_cost,
+# quoted on linux-kernel 2022-05-20, "Re: [PATCH v2 3/8] arch_topology: Set cluster identifier
+# in each core/thread from /cpu-map"); no phone's figure was found.
+NEWIDLE_COST_S = (14.907e-6, 11.858e-6)
 
 
 def _on_cpu_share(t: Thread) -> float:
@@ -345,15 +357,21 @@ class WaltPlacement:
       on Android 4.9 always, the kernels keep the task's previous CPU (`_fallback`, placement
       "walt-prevcpu", experiments/fidelity_sensitivity.py's ``fallback=previous``). There, with
       no CPU idle, only the periodic balance of busy CPUs moves a queued task (`_busy_pass`),
-      so "walt-prevcpu" runs it too, and on Android 4.9 a waking task takes the classic path
-      while the phone is over-utilized (`_idle_sibling`). The kernels' own rule is not the
-      default yet: PyTorch's default team then spreads over the spinners' CPUs or stays packed
-      with its master depending on its history, which the batch model's keys do not carry.
-      The classic path keeps ResNet-34's team where it is on a hot Pixel 3 (fast-forward 0.3%
-      long over 100 batches; without it the team packed at its first caps and stayed, 33%
-      short), but the depthwise defaults' batches alternate between placements at fixed caps
-      (ShuffleNetV2's 4.2 or 5.3 s) and a key measures one: six warm batches fast-forward 7.6%
-      (MobileNetV2) and 11.6% (ShuffleNetV2) late, against 1.4% and 5.2% under the reference.
+      so "walt-prevcpu" runs it too; on Android 4.9 a waking task takes the classic path while
+      the phone is over-utilized (`_idle_sibling`); and idle CPUs balance in the kernels' order
+      (`idle_balance` in place of `_balance`: never the task running on a CPU, the most recently
+      enqueued first, only while a newly idle CPU's average idle time covers the cost, and a
+      running misfit pushed to an idle bigger CPU). The kernels' own rules are not the default
+      yet: the runtime is fitted under the reference, and at those values they make pinned
+      teams slower - a pinned master sleeps briefly at the joins (the fitted 30,210-poll spin),
+      its CPU takes a queued OpenBLAS spinner, and the master then waits out the spinner's CFS
+      turn (ResNet-34 on 4567: 0.60 s a batch, 0.26 s under the reference). Under the
+      reference's balance, which moved whichever task had the most demand, running or not, the
+      depthwise defaults' batches alternated between placements at fixed caps (ShuffleNetV2's
+      4.2 or 5.3 s) and six warm batches fast-forwarded 7.6% (MobileNetV2) and 11.6%
+      (ShuffleNetV2) late; in the kernels' order they do not alternate (1.1% and 3.0%; the
+      reference: 1.4% and 5.2%), and ResNet-34's on a hot Pixel 3 fast-forwards 0.5% short over
+      100 batches.
     - A CPU's capacity is its capacity at the top clock scaled by its cluster's clock cap
       (`_follow_caps`), so a CPU kept busy at its cap has no spare.
 
@@ -364,17 +382,22 @@ class WaltPlacement:
     rollover; only a pinned-only phone sees its decisions late, and pinned threads ignore them.
     Not modelled: energy comparison of the candidates (find_energy_efficient_cpu), sched_boost,
     big-task rotation, per-task boost, the ``unfilter`` threshold of colocation, util clamps,
-    the balance of busy CPUs in the reference placement, active balance (pushing a running
-    task), the cache-hot test of a task to move.
+    the balance of busy CPUs in the reference placement, active balance other than a misfit's
+    to an idle bigger CPU, the cache-hot test of a task to move (a newly idle or idle balance
+    ignores it: can_migrate_task).
     """
 
-    def __init__(self, kernel, core_ctl: bool = True, previous_cpu: bool = False, busy_balance: bool = False):
+    def __init__(self, kernel, core_ctl: bool = True, previous_cpu: bool = False, busy_balance: bool = False,
+                 kernel_idle_balance: bool = False):
         self.kernel = kernel
         self.window_s = kernel.window_ms / 1000.0
         self.walt = WaltDemand(self.window_s, kernel.hist_size, kernel.init_task_load_pct)
         self._core_ctl_on = core_ctl
         self.previous_cpu = previous_cpu         # a task that fits no CPU: the kernels' fallback (`_fallback`)
         self.busy_balance = busy_balance         # the periodic balance of busy CPUs (`_busy_pass`)
+        self.kernel_idle_balance = kernel_idle_balance   # idle CPUs balance as the kernels order it (`idle_balance`)
+        self._idle_since: list = []              # per CPU: when it went idle (None: busy)
+        self._avg_idle: list = []                # per CPU: rq->avg_idle, s
         self._domains: list = []                 # (CPUs, busy interval s, imbalance_pct) per sched domain
         self._domain_due: list = []              # when each domain balances next
         self.core_ctl: CoreCtl | None = None
@@ -430,6 +453,8 @@ class WaltPlacement:
             self._domains = [(d, len(d) * BUSY_FACTOR / 1000.0, pct) for d, pct in doms]
             self._domain_due = [iv for _, iv, _ in self._domains]
         sched.on_replan.append(self._after_replan)
+        self._idle_since = [0.0] * p.n_cpus
+        self._avg_idle = [2.0 * MIGRATION_COST_S] * p.n_cpus
 
     def _follow_caps(self) -> None:
         """capacity_orig under each cluster's clock cap (policy->max), as the kernels scale it:
@@ -555,7 +580,8 @@ class WaltPlacement:
                 cnt[c] += 1
                 ut[c] += dem[t.tid]
             load[c] += t.weight
-        for _ in threads:   # a move can free a core for another: balance until nothing moves
+        for _ in threads if not self.kernel_idle_balance else ():   # (else `idle_balance`, after CFS picks)
+            # a move can free a core for another: balance until nothing moves
             movable = self._movable(threads, dem, count)
             if not movable or not (self._balance(movable, dem, iso, count, util, load, seen_count)
                                    or self._balance(movable, dem, iso, count, util, load, seen_count, redo=True)):
@@ -728,7 +754,10 @@ class WaltPlacement:
         a queued task that does not fit it (msm-4.19 kernel/sched/fair.c detach_tasks:
         LBF_IGNORE_BIG_TASKS, set when the destination is smaller, keeps can_migrate_task from
         taking a task that !task_fits_max there; with nothing detached the flags are cleared and
-        it goes to redo)."""
+        it goes to redo). The reference's simplification: it does not tell the task running on
+        a shared CPU from the ones queued there, and takes the biggest demand first, where the
+        kernels never detach the running task and take the most recently enqueued first
+        (`idle_balance`, placement "walt-prevcpu")."""
         moved = False
         for t in movable:
             c0 = t.cpu
@@ -746,8 +775,8 @@ class WaltPlacement:
                 if pool:
                     dest = min(pool, key=lambda c: (self.rank[c], c)) if fit else max(pool, key=lambda c: (self.rank[c], -c))
             if dest is None and count[c0] > 1:
-                # an idle sibling pulls a queued task whatever its demand (newidle balance in the
-                # cluster's MC domain; can_migrate_task only refuses the running one). An
+                # an idle sibling pulls a task whatever its demand (newidle balance in the
+                # cluster's MC domain; which one: the docstring). An
                 # energy-aware system below its tipping point never pulls towards more capacity
                 # (msm-4.14 find_busiest_group: !sd_overutilized and capacity_local >
                 # capacity_busiest -> out_balanced)
@@ -769,6 +798,110 @@ class WaltPlacement:
             load[dest] += t.weight
             t.cpu = dest
             moved = True
+        return moved
+
+    def idle_balance(self, sched) -> bool:
+        """Idle CPUs balancing as the kernels' code orders it (placement "walt-prevcpu", in place
+        of `_balance`), run by the scheduler once this instant's wake-ups have taken their CPUs
+        and CFS has picked who runs on each (`Scheduler._slice`); True if a task moved.
+
+        Each idle CPU, lowest first, balances its cluster's domain and then the phone's, and
+        stops at its first pull (idle_balance: for_each_domain bottom up). A CPU that goes idle
+        now does so only while its average idle time covers each domain's cost
+        (`NEWIDLE_COST_S`); one that stays idle balances a domain once a balance interval (its
+        CPU count in ms: no busy_factor while idle) has passed since it went idle - its periodic
+        or nohz idle balance, taken at the next replan. From the CPU with the most load per
+        capacity it detaches one queued task: never the one running there (can_migrate_task:
+        task_running), the most recently enqueued first (detach_tasks takes the head of
+        cfs_tasks, where account_entity_enqueue adds), first only one that fits a smaller
+        destination (LBF_IGNORE_BIG_TASKS), then any (the redo without it), and no more
+        (CONFIG_PREEMPT: a newly idle balance stops after one task). With nothing queued to
+        detach, active balance pushes a smaller CPU's running misfit task to the idle bigger CPU
+        (need_active_balance), the first such CPU (find_busiest_queue's misfit shortcut). Below
+        the tipping point it never pulls towards more capacity (as `_balance`). Source:
+        PixelOS-Bluecross/kernel_google_crosshatch@79dc4403 kernel/sched/fair.c idle_balance,
+        find_busiest_group, find_busiest_queue, detach_tasks, can_migrate_task,
+        need_active_balance, and core.c ttwu_do_wakeup (avg_idle); assumed the same on the msm
+        kernels of the SD855/SD865 phones (their detach_tasks carries the same LBF flags, as
+        `_balance` cites; their idle_balance and cfs_tasks order were not read)."""
+        if not self.kernel_idle_balance:
+            return False
+        runnable = sched._runnable
+        n = len(self.cap)
+        now = sched.env.now
+        on: list[list] = [[] for _ in range(n)]
+        for t in runnable:
+            on[t.cpu].append(t)
+        since, avg = self._idle_since, self._avg_idle
+        newly = []
+        for c in range(n):
+            if on[c]:
+                if since[c] is not None:   # woken into: an idle period ends (update_avg)
+                    avg[c] = min(avg[c] + (now - since[c] - avg[c]) / 8.0, 2.0 * MIGRATION_COST_S)
+                    since[c] = None
+            elif since[c] is None:
+                since[c] = now
+                newly.append(c)
+        iso = self.core_ctl.isolated if self.core_ctl is not None else set()
+        idle = [c for c in range(n) if not on[c] and c not in iso]
+        if not idle or not any(len(x) > 1 or (x and self.rank[c] < self.top and len(x[0].affinity) > 1)
+                               for c, x in enumerate(on)):
+            return False   # nothing queued, and no running task a bigger CPU could take
+        dem = {t.tid: self._record(t, now).demand for t in runnable}
+        util = [0.0] * n
+        load = [0.0] * n
+        for t in runnable:
+            util[t.cpu] += dem[t.tid]
+            load[t.cpu] += t.weight * _on_cpu_share(t)
+        below_tipping = not self._overutilized(util)
+        curr, rank, cap = sched._curr, self.rank, self.cap
+        moved = False
+        for d in idle:
+            cost = 0.0
+            for i, scope in enumerate((self.rank_cpus[rank[d]], range(n))):
+                if d in newly:
+                    cost += NEWIDLE_COST_S[i]
+                    if avg[d] < cost:
+                        break
+                elif now - since[d] < len(scope) / 1000.0 - 1e-12:
+                    break
+                queued = {}
+                for c in scope:
+                    if len(on[c]) < 2 or (below_tipping and rank[d] > rank[c]):
+                        continue
+                    ts = [t for t in reversed(on[c]) if t is not curr[c] and len(t.affinity) > 1
+                          and d in self._allowed(t, iso)]
+                    if ts:
+                        queued[c] = ts
+                if queued:
+                    c = max(queued, key=lambda c: (load[c] / cap[c], -c))
+                    ts = queued[c]
+                    if rank[d] < rank[c]:
+                        ts = [t for t in ts if self.fits(dem[t.tid], rank[d], rank[c])] or ts
+                    t = ts[0]
+                else:
+                    # nothing queued to detach: active balance pushes a smaller CPU's running
+                    # misfit task to the idle bigger one (need_active_balance), the first such
+                    # CPU (find_busiest_queue's misfit shortcut)
+                    c = next((c for c in scope if rank[c] < rank[d] and curr[c] is not None and curr[c] in on[c]
+                              and len(curr[c].affinity) > 1 and d in self._allowed(curr[c], iso)
+                              and self._misfit(curr[c], dem[curr[c].tid])), None)
+                    if c is None:
+                        continue
+                    t = curr[c]
+                on[c].remove(t)
+                on[d].append(t)
+                w = t.weight * _on_cpu_share(t)
+                load[c] -= w
+                load[d] += w
+                util[c] -= dem[t.tid]
+                util[d] += dem[t.tid]
+                t.cpu = d
+                since[d] = None   # a pull ends the idle period without a sample (idle_stamp = 0)
+                moved = True
+                break
+        if moved:
+            self._remember(runnable, self._placed_window)
         return moved
 
     # -- colocation (related thread group) ------------------------------------------------------
