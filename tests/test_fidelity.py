@@ -734,15 +734,19 @@ def test_an_idle_cpu_pulls_the_queued_task_never_the_one_running(at_s):
     assert next(h for h in hogs if h is not running).cpu == 0
 
 
-@pytest.mark.parametrize("sleep_s, pulled", [(5e-6, False), (100e-6, True)])
-def test_a_cpu_that_idles_only_briefly_does_not_balance_when_it_goes_idle(sleep_s, pulled):
-    """Little CPU 0 runs a pinned task that sleeps ``sleep_s`` every millisecond; two hogs take
+@pytest.mark.parametrize("device, period_s, sleep_s, pulled", [
+    ("pixel3", 1e-3, 5e-6, False), ("pixel3", 1e-3, 100e-6, True),
+    ("galaxy-s10e", 1e-3, 100e-6, False), ("galaxy-s10e", 4e-3, 1e-3, True)])
+def test_a_cpu_that_idles_only_briefly_does_not_balance_when_it_goes_idle(device, period_s, sleep_s, pulled):
+    """Little CPU 0 runs a pinned task that sleeps ``sleep_s`` every ``period_s``; two hogs take
     turns on big CPU 4 and may also run on CPU 0 (walt-prevcpu). A newly idle CPU balances
     only while its average idle time covers the balancing's cost (idle_balance: avg_idle
-    against max_newidle_lb_cost, `walt.NEWIDLE_COST_S`): 5 us idle periods never let CPU 0
-    take a hog, 100 us ones let it take one at its first sleep."""
-    dev = _device("pixel3", placement="walt-prevcpu")
-    _periodic(dev, dev.sched.spawn("short", affinity=(0,)), 1.0 - sleep_s / 1e-3, period_s=1e-3)
+    against max_newidle_lb_cost, `walt.NEWIDLE_COST_S`) - on msm only once it reaches
+    sched_migration_cost, 0.5 ms (`KernelSpec.newidle_needs_migration_cost`): 5 us idle periods
+    never let the Pixel 3's CPU 0 take a hog, 100 us ones do at its first sleep; on the Galaxy
+    S10e 100 us ones do not, 1 ms ones do."""
+    dev = _device(device, placement="walt-prevcpu")
+    _periodic(dev, dev.sched.spawn("short", affinity=(0,)), 1.0 - sleep_s / period_s, period_s=period_s)
     hogs = [_hog(dev, f"hog{i}", affinity=(4,)) for i in range(2)]
     dev.run(0.2)
     for h in hogs:

@@ -334,6 +334,18 @@ class KernelSpec:
         over-utilized. `kernel.walt.WaltPlacement._idle_sibling`."""
         return not self._android_4_9
 
+    @property
+    def newidle_needs_migration_cost(self) -> bool:
+        """Whether a newly idle CPU balances only when its average idle time reaches
+        sysctl_sched_migration_cost and some CPU is overloaded (rd->overload), unless it is not
+        of the smallest capacity and a misfit sits on the smallest cluster (force_lb, which also
+        lifts the domains' cost test): msm-4.14's idle_balance (Planet-X/
+        android_kernel_oneplus_sm8150@2498885a kernel/sched/fair.c). Android 4.9 skips that test
+        under EAS ("if (!energy_aware() && (this_rq->avg_idle < sysctl_sched_migration_cost ||
+        ..."; PixelOS-Bluecross/kernel_google_crosshatch@79dc4403). Both keep the per-domain
+        cost test. `kernel.walt.WaltPlacement.idle_balance`."""
+        return not self._android_4_9
+
 
 _DEFAULT_STUNE = StuneGroup()
 

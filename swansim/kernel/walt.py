@@ -808,7 +808,8 @@ class WaltPlacement:
         Each idle CPU, lowest first, balances its cluster's domain and then the phone's, and
         stops at its first pull (idle_balance: for_each_domain bottom up). A CPU that goes idle
         now does so only while its average idle time covers each domain's cost
-        (`NEWIDLE_COST_S`); one that stays idle balances a domain once a balance interval (its
+        (`NEWIDLE_COST_S`), and on msm only when it also reaches sched_migration_cost and some
+        CPU is overloaded (`KernelSpec.newidle_needs_migration_cost`); one that stays idle balances a domain once a balance interval (its
         CPU count in ms: no busy_factor while idle) has passed since it went idle - its periodic
         or nohz idle balance, taken at the next replan. From the CPU with the most load per
         capacity it detaches one queued task: never the one running there (can_migrate_task:
@@ -821,9 +822,10 @@ class WaltPlacement:
         the tipping point it never pulls towards more capacity (as `_balance`). Source:
         PixelOS-Bluecross/kernel_google_crosshatch@79dc4403 kernel/sched/fair.c idle_balance,
         find_busiest_group, find_busiest_queue, detach_tasks, can_migrate_task,
-        need_active_balance, and core.c ttwu_do_wakeup (avg_idle); assumed the same on the msm
-        kernels of the SD855/SD865 phones (their detach_tasks carries the same LBF flags, as
-        `_balance` cites; their idle_balance and cfs_tasks order were not read)."""
+        need_active_balance, and core.c ttwu_do_wakeup (avg_idle); msm-4.14's
+        (Planet-X/android_kernel_oneplus_sm8150@2498885a) orders cfs_tasks and detaches the
+        same way. Not modelled of msm's: can_migrate_task's energy test below the tipping
+        point, and active balance of an overloaded group's misfit by a busy CPU."""
         if not self.kernel_idle_balance:
             return False
         runnable = sched._runnable
@@ -855,13 +857,21 @@ class WaltPlacement:
             load[t.cpu] += t.weight * _on_cpu_share(t)
         below_tipping = not self._overutilized(util)
         curr, rank, cap = sched._curr, self.rank, self.cap
+        if newly and self.kernel.newidle_needs_migration_cost:
+            misfit_ranks = {rank[t.cpu] for t in runnable if self._misfit(t, dem[t.tid])}
+            overload = bool(misfit_ranks) or any(len(x) > 1 for x in on)
         moved = False
         for d in idle:
             cost = 0.0
+            force = False
+            if d in newly and self.kernel.newidle_needs_migration_cost:
+                force = rank[d] > 0 and 0 in misfit_ranks
+                if not force and (avg[d] < MIGRATION_COST_S or not overload):
+                    continue
             for i, scope in enumerate((self.rank_cpus[rank[d]], range(n))):
                 if d in newly:
                     cost += NEWIDLE_COST_S[i]
-                    if avg[d] < cost:
+                    if avg[d] < cost and not force:
                         break
                 elif now - since[d] < len(scope) / 1000.0 - 1e-12:
                     break
