@@ -809,9 +809,10 @@ class WaltPlacement:
         stops at its first pull (idle_balance: for_each_domain bottom up). A CPU that goes idle
         now does so only while its average idle time covers each domain's cost
         (`NEWIDLE_COST_S`), and on msm only when it also reaches sched_migration_cost and some
-        CPU is overloaded (`KernelSpec.newidle_needs_migration_cost`); one that stays idle balances a domain once a balance interval (its
-        CPU count in ms: no busy_factor while idle) has passed since it went idle - its periodic
-        or nohz idle balance, taken at the next replan. From the CPU with the most load per
+        CPU is overloaded (`KernelSpec.newidle_needs_migration_cost`); one that stays idle
+        balances a domain once a balance interval (its CPU count in ms: no busy_factor while
+        idle) has passed since it went idle - its periodic or nohz idle balance, taken at the
+        next replan. From the CPU with the most load per
         capacity it detaches one queued task: never the one running there (can_migrate_task:
         task_running), the most recently enqueued first (detach_tasks takes the head of
         cfs_tasks, where account_entity_enqueue adds), first only one that fits a smaller
@@ -834,20 +835,11 @@ class WaltPlacement:
         on: list[list] = [[] for _ in range(n)]
         for t in runnable:
             on[t.cpu].append(t)
-        since, avg = self._idle_since, self._avg_idle
-        newly = []
-        for c in range(n):
-            if on[c]:
-                if since[c] is not None:   # woken into: an idle period ends (update_avg)
-                    avg[c] = min(avg[c] + (now - since[c] - avg[c]) / 8.0, 2.0 * MIGRATION_COST_S)
-                    since[c] = None
-            elif since[c] is None:
-                since[c] = now
-                newly.append(c)
-        iso = self.core_ctl.isolated if self.core_ctl is not None else set()
+        newly = self._track_idle(on, now)
+        iso = self.core_ctl.isolated
         idle = [c for c in range(n) if not on[c] and c not in iso]
-        if not idle or not any(len(x) > 1 or (x and self.rank[c] < self.top and len(x[0].affinity) > 1)
-                               for c, x in enumerate(on)):
+        if not idle or not any(len(ts) > 1 or (ts and self.rank[c] < self.top and len(ts[0].affinity) > 1)
+                               for c, ts in enumerate(on)):
             return False   # nothing queued, and no running task a bigger CPU could take
         dem = {t.tid: self._record(t, now).demand for t in runnable}
         util = [0.0] * n
@@ -856,63 +848,92 @@ class WaltPlacement:
             util[t.cpu] += dem[t.tid]
             load[t.cpu] += t.weight * _on_cpu_share(t)
         below_tipping = not self._overutilized(util)
-        curr, rank, cap = sched._curr, self.rank, self.cap
-        if newly and self.kernel.newidle_needs_migration_cost:
-            misfit_ranks = {rank[t.cpu] for t in runnable if self._misfit(t, dem[t.tid])}
-            overload = bool(misfit_ranks) or any(len(x) > 1 for x in on)
+        msm_gate = bool(newly) and self.kernel.newidle_needs_migration_cost
+        if msm_gate:
+            misfit_ranks = {self.rank[t.cpu] for t in runnable if self._misfit(t, dem[t.tid])}
+            overload = bool(misfit_ranks) or any(len(ts) > 1 for ts in on)
         moved = False
         for d in idle:
-            cost = 0.0
             force = False
-            if d in newly and self.kernel.newidle_needs_migration_cost:
-                force = rank[d] > 0 and 0 in misfit_ranks
-                if not force and (avg[d] < MIGRATION_COST_S or not overload):
+            if msm_gate and d in newly:
+                force = self.rank[d] > 0 and 0 in misfit_ranks   # force_lb
+                if not force and (self._avg_idle[d] < MIGRATION_COST_S or not overload):
                     continue
-            for i, scope in enumerate((self.rank_cpus[rank[d]], range(n))):
-                if d in newly:
-                    cost += NEWIDLE_COST_S[i]
-                    if avg[d] < cost and not force:
-                        break
-                elif now - since[d] < len(scope) / 1000.0 - 1e-12:
-                    break
-                queued = {}
-                for c in scope:
-                    if len(on[c]) < 2 or (below_tipping and rank[d] > rank[c]):
-                        continue
-                    ts = [t for t in reversed(on[c]) if t is not curr[c] and len(t.affinity) > 1
-                          and d in self._allowed(t, iso)]
-                    if ts:
-                        queued[c] = ts
-                if queued:
-                    c = max(queued, key=lambda c: (load[c] / cap[c], -c))
-                    ts = queued[c]
-                    if rank[d] < rank[c]:
-                        ts = [t for t in ts if self.fits(dem[t.tid], rank[d], rank[c])] or ts
-                    t = ts[0]
-                else:
-                    # nothing queued to detach: active balance pushes a smaller CPU's running
-                    # misfit task to the idle bigger one (need_active_balance), the first such
-                    # CPU (find_busiest_queue's misfit shortcut)
-                    c = next((c for c in scope if rank[c] < rank[d] and curr[c] is not None and curr[c] in on[c]
-                              and len(curr[c].affinity) > 1 and d in self._allowed(curr[c], iso)
-                              and self._misfit(curr[c], dem[curr[c].tid])), None)
-                    if c is None:
-                        continue
-                    t = curr[c]
+            for scope in self._idle_domains(d, d in newly, force, now):
+                pick = self._to_pull(d, scope, on, sched._curr, dem, load, iso, below_tipping)
+                if pick is None:
+                    continue
+                c, t = pick
                 on[c].remove(t)
                 on[d].append(t)
                 w = t.weight * _on_cpu_share(t)
                 load[c] -= w
                 load[d] += w
-                util[c] -= dem[t.tid]
-                util[d] += dem[t.tid]
                 t.cpu = d
-                since[d] = None   # a pull ends the idle period without a sample (idle_stamp = 0)
+                self._idle_since[d] = None   # a pull ends the idle period unsampled (idle_stamp = 0)
                 moved = True
                 break
         if moved:
             self._remember(runnable, self._placed_window)
         return moved
+
+    def _track_idle(self, on: list, now: float) -> list:
+        """Each CPU's idle period and average idle time (rq->idle_stamp, rq->avg_idle: a task
+        waking onto an idle CPU adds the period to the average, ttwu_do_wakeup's update_avg);
+        returns the CPUs that went idle now."""
+        since, avg = self._idle_since, self._avg_idle
+        newly = []
+        for c, ts in enumerate(on):
+            if ts:
+                if since[c] is not None:
+                    avg[c] = min(avg[c] + (now - since[c] - avg[c]) / 8.0, 2.0 * MIGRATION_COST_S)
+                    since[c] = None
+            elif since[c] is None:
+                since[c] = now
+                newly.append(c)
+        return newly
+
+    def _idle_domains(self, d: int, newly: bool, force: bool, now: float) -> list:
+        """The domains (CPU sets, smallest first) idle CPU ``d`` balances now: going idle, those
+        whose summed costs its average idle time covers (every one under msm's force_lb);
+        staying idle, those whose balance interval has passed since it went idle."""
+        out, cost = [], 0.0
+        for i, scope in enumerate((self.rank_cpus[self.rank[d]], range(len(self.cap)))):
+            if newly:
+                cost += NEWIDLE_COST_S[i]
+                if self._avg_idle[d] < cost and not force:
+                    break
+            elif now - self._idle_since[d] < len(scope) / 1000.0 - 1e-12:
+                break
+            out.append(scope)
+        return out
+
+    def _to_pull(self, d: int, scope, on: list, curr: list, dem: dict, load: list, iso: set,
+                 below_tipping: bool):
+        """What idle CPU ``d`` takes within ``scope``: (source CPU, task), or None. A queued task
+        of the CPU with the most load per capacity, the most recently enqueued first, first one
+        that fits ``d`` if ``d`` is smaller; else a smaller CPU's running misfit (active
+        balance, the first such CPU: find_busiest_queue's misfit shortcut)."""
+        rank = self.rank
+        queued = {}
+        for c in scope:
+            if len(on[c]) < 2 or (below_tipping and rank[d] > rank[c]):
+                continue
+            ts = [t for t in reversed(on[c]) if t is not curr[c] and len(t.affinity) > 1 and d in self._allowed(t, iso)]
+            if ts:
+                queued[c] = ts
+        if queued:
+            c = max(queued, key=lambda c: (load[c] / self.cap[c], -c))
+            ts = queued[c]
+            if rank[d] < rank[c]:
+                ts = [t for t in ts if self.fits(dem[t.tid], rank[d], rank[c])] or ts
+            return c, ts[0]
+        for c in scope:
+            t = curr[c]
+            if rank[c] < rank[d] and t is not None and t in on[c] and len(t.affinity) > 1 \
+                    and d in self._allowed(t, iso) and self._misfit(t, dem[t.tid]):
+                return c, t
+        return None
 
     # -- colocation (related thread group) ------------------------------------------------------
 
