@@ -2,6 +2,7 @@
 
     python experiments/calibrate_runtime.py [--runtime pytorch|ncnn|all] [--dry-run]
         [--sweeps N] [--grid N] [--tol T] [--jobs N] [--shufflenet-input 3x224x224]
+        [--placement walt-prevcpu]
 
 The data are the project's own transcriptions in experiments/calibration/ (see its README:
 Swan paper Fig. 1/2a/2b, Tencent/ncnn benchmark/README.md rows); what is fitted, from which
@@ -26,11 +27,13 @@ import time
 
 from concurrent.futures import ProcessPoolExecutor
 
+from swansim import checks
 from swansim.cli import guarded
 from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import RUNTIME_DIR, get_path, load_runtime, with_paths
 from swansim.dnn.tasks import task
 from swansim.hw.profile import Catalogue
+from swansim.kernel.placement import AUTO, PLACEMENTS
 from swansim.runs.calibration import Fig2, Ncnn
 from swansim.pool import check_jobs
 
@@ -78,7 +81,9 @@ def run_pytorch(cat: Catalogue, args, pool) -> None:
     shapes = {}
     if args.shufflenet_input:
         shapes["shufflenet_v2_x2_0"] = tuple(int(x) for x in args.shufflenet_input.split("x"))
-    fig2 = Fig2(cat, pool, input_shapes=shapes)
+    fig2 = Fig2(cat, pool, input_shapes=shapes, placement=args.placement)
+    if args.placement != AUTO:
+        print(f"Fig. 2 simulated under placement {args.placement!r} (a dry run: nothing is written)")
     report("Fig. 2 residuals at the committed values", fig2.residuals(rt))
     report("Fig. 2 residuals at the priors", fig2.residuals(at_priors(rt)))
     t0 = time.time()
@@ -136,8 +141,12 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=None, help="processes (default: every core)")
     p.add_argument("--shufflenet-input", default=None,
                    help="CxHxW for a Fig. 2b sensitivity check (a dry run: nothing is written)")
+    p.add_argument("--placement", default=AUTO,
+                   help="the Fig. 2 phone's thread placement, e.g. walt-prevcpu for the kernels' own rules "
+                        "(a dry run unless %(default)s: nothing is written)")
     args = p.parse_args(argv)
-    if args.shufflenet_input:
+    checks.one_of(args.placement, "--placement", (AUTO, *PLACEMENTS), "placement")
+    if args.shufflenet_input or args.placement != AUTO:
         args.dry_run = True
     cat = Catalogue.load()
     with ProcessPoolExecutor(max_workers=check_jobs(args.jobs)) as pool:

@@ -230,6 +230,7 @@ def test_one_line_error_from_a_fresh_process():
     ("fleet_tta.py", ["--tasks", "resnet35", "--out", "unused"], "--tasks: 'resnet35': unknown task"),
     ("ux_raise.py", ["--devices", "nokia3310"], "--devices: 'nokia3310': unknown profile"),
     ("where_threads_run.py", ["--choice", "48"], "--choice: '48': cpus must be distinct and below 8 on pixel3"),
+    ("calibrate_runtime.py", ["--placement", "walt-bogus"], "--placement: 'walt-bogus': unknown placement"),
 ])
 def test_an_experiment_scripts_bad_input_is_one_line(script, args, message, tmp_path):
     r = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "experiments" / script), *args],

@@ -25,6 +25,7 @@ from swansim.dnn.choices import Choice, enumerate_choices, parse_choice
 from swansim.dnn.runtime import Runtime
 from swansim.dnn.tasks import FIG2_TASKS
 from swansim.hw.profile import Catalogue
+from swansim.kernel.placement import AUTO
 from swansim.pool import run_all
 
 FIG2_DEVICE = "pixel3"
@@ -86,7 +87,7 @@ class Fig2(_Points):
     """Fig. 2a/2b residuals of a pytorch runtime on the Pixel 3."""
 
     def __init__(self, cat: Catalogue, pool: ProcessPoolExecutor | None = None, figures=None,
-                 input_shapes: dict | None = None, governor: str = cal.SWAN_GOVERNOR):
+                 input_shapes: dict | None = None, governor: str = cal.SWAN_GOVERNOR, placement: str = AUTO):
         soc = cat.device(FIG2_DEVICE).soc
         self.figures = figures or cal.read_fig2()
         every = enumerate_choices(soc, mixed=True)
@@ -96,7 +97,8 @@ class Fig2(_Points):
         shapes = input_shapes or {}
         self.points = [(m, label) for m in self.models for label in (*self.prefix, *self.mixed)]
         super().__init__(cat, [BatchKey(FIG2_DEVICE, m, parse_choice(label, soc), governor=governor,
-                                        input_shape=shapes.get(m)) for m, label in self.points], pool)
+                                        placement=placement, input_shape=shapes.get(m))
+                               for m, label in self.points], pool)
 
     def metrics(self, rt: Runtime) -> dict[str, dict[str, dict[str, float]]]:
         """model -> metric (latency, energy, power) -> choice -> value (s, J above idle, W)."""
