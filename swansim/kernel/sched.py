@@ -365,7 +365,8 @@ class Scheduler:
         self.placement(self, self._runnable)
         self._slice(self._runnable)
         # A CPU left idle balances once the wake-ups have taken their CPUs (schedule() ->
-        # idle_balance): a placement that never moves a running task needs to know who runs.
+        # idle_balance): a placement that never moves a running task needs to know who runs
+        # (its ``idle_balance`` hook; None or absent where it balances while placing).
         balance = getattr(self.placement, "idle_balance", None)
         if balance is not None and balance(self):
             self._slice(self._runnable)

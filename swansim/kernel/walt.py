@@ -58,7 +58,7 @@ DEFAULT_MARGIN_UP_SHARE = 1024.0 / 1078.0
 BUSY_FACTOR = 32
 IMBALANCE_PCT_CLUSTER = 117
 IMBALANCE_PCT_ALL = 125
-# Newly idle balancing (`WaltPlacement.idle_balance`) walks the domains only while the CPU's
+# Newly idle balancing (`WaltPlacement._idle_balance`) walks the domains only while the CPU's
 # average idle time covers what balancing them costs: idle_balance breaks at `this_rq->avg_idle
 # < curr_cost + sd->max_newidle_lb_cost`. avg_idle is a 1/8 moving average of the CPU's idle
 # periods (ttwu_do_wakeup, update_avg), starting at and capped by twice sched_migration_cost
@@ -359,7 +359,7 @@ class WaltPlacement:
       no CPU idle, only the periodic balance of busy CPUs moves a queued task (`_busy_pass`),
       so "walt-prevcpu" runs it too; on Android 4.9 a waking task takes the classic path while
       the phone is over-utilized (`_idle_sibling`); and idle CPUs balance in the kernels' order
-      (`idle_balance` in place of `_balance`: never the task running on a CPU, the most recently
+      (`_idle_balance` in place of `_balance`: never the task running on a CPU, the most recently
       enqueued first, only while a newly idle CPU's average idle time covers the cost, and a
       running misfit pushed to an idle bigger CPU). The kernels' own rules are not the default
       yet: the runtime is fitted under the reference, and at those values they make pinned
@@ -395,7 +395,9 @@ class WaltPlacement:
         self._core_ctl_on = core_ctl
         self.previous_cpu = previous_cpu         # a task that fits no CPU: the kernels' fallback (`_fallback`)
         self.busy_balance = busy_balance         # the periodic balance of busy CPUs (`_busy_pass`)
-        self.kernel_idle_balance = kernel_idle_balance   # idle CPUs balance as the kernels order it (`idle_balance`)
+        # the scheduler's hook after CFS picks (`Scheduler._replan`): idle CPUs balancing in the
+        # kernels' order, or None (the reference balances in `__call__`, `_balance`)
+        self.idle_balance = self._idle_balance if kernel_idle_balance else None
         self._idle_since: list = []              # per CPU: when it went idle (None: busy)
         self._avg_idle: list = []                # per CPU: rq->avg_idle, s
         self._domains: list = []                 # (CPUs, busy interval s, imbalance_pct) per sched domain
@@ -580,12 +582,12 @@ class WaltPlacement:
                 cnt[c] += 1
                 ut[c] += dem[t.tid]
             load[c] += t.weight
-        for _ in threads if not self.kernel_idle_balance else ():   # (else `idle_balance`, after CFS picks)
-            # a move can free a core for another: balance until nothing moves
-            movable = self._movable(threads, dem, count)
-            if not movable or not (self._balance(movable, dem, iso, count, util, load, seen_count)
-                                   or self._balance(movable, dem, iso, count, util, load, seen_count, redo=True)):
-                break
+        if self.idle_balance is None:   # (else idle CPUs balance after CFS picks: `_idle_balance`)
+            for _ in threads:   # a move can free a core for another: balance until nothing moves
+                movable = self._movable(threads, dem, count)
+                if not movable or not (self._balance(movable, dem, iso, count, util, load, seen_count)
+                                       or self._balance(movable, dem, iso, count, util, load, seen_count, redo=True)):
+                    break
         self._remember(threads, window)
 
     def _remember(self, threads: list, window: int) -> None:
@@ -757,7 +759,7 @@ class WaltPlacement:
         it goes to redo). The reference's simplification: it does not tell the task running on
         a shared CPU from the ones queued there, and takes the biggest demand first, where the
         kernels never detach the running task and take the most recently enqueued first
-        (`idle_balance`, placement "walt-prevcpu")."""
+        (`_idle_balance`, placement "walt-prevcpu")."""
         moved = False
         for t in movable:
             c0 = t.cpu
@@ -800,7 +802,7 @@ class WaltPlacement:
             moved = True
         return moved
 
-    def idle_balance(self, sched) -> bool:
+    def _idle_balance(self, sched) -> bool:
         """Idle CPUs balancing as the kernels' code orders it (placement "walt-prevcpu", in place
         of `_balance`), run by the scheduler once this instant's wake-ups have taken their CPUs
         and CFS has picked who runs on each (`Scheduler._slice`); True if a task moved.
@@ -812,8 +814,7 @@ class WaltPlacement:
         CPU is overloaded (`KernelSpec.newidle_needs_migration_cost`); one that stays idle
         balances a domain once a balance interval (its CPU count in ms: no busy_factor while
         idle) has passed since it went idle - its periodic or nohz idle balance, taken at the
-        next replan. From the CPU with the most load per
-        capacity it detaches one queued task: never the one running there (can_migrate_task:
+        next replan. From the CPU with the most load per capacity it detaches one queued task: never the one running there (can_migrate_task:
         task_running), the most recently enqueued first (detach_tasks takes the head of
         cfs_tasks, where account_entity_enqueue adds), first only one that fits a smaller
         destination (LBF_IGNORE_BIG_TASKS), then any (the redo without it), and no more
@@ -827,8 +828,6 @@ class WaltPlacement:
         (Planet-X/android_kernel_oneplus_sm8150@2498885a) orders cfs_tasks and detaches the
         same way. Not modelled of msm's: can_migrate_task's energy test below the tipping
         point, and active balance of an overloaded group's misfit by a busy CPU."""
-        if not self.kernel_idle_balance:
-            return False
         runnable = sched._runnable
         n = len(self.cap)
         now = sched.env.now
