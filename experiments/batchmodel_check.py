@@ -14,8 +14,16 @@
    here: a job without a steady batch, whose power swings within a batch and whose latency
    varies between them (MobileNetV2's default on a warm Pixel 3: tests/test_batchmodel.py,
    within 2% in time).
+3. Start states: each Swan task's PyTorch default on the Pixel 3, its steady batch from a job
+   started on an idle phone against one started while, or just after, dense work held the big
+   cores (`swansim.runs.placement.start_state_latency_s`). Fast-forward costs every job's
+   batches from an idle phone's; the spread says how far a batch's cost depends on what the
+   phone was doing when its job began.
 
-Run: python experiments/batchmodel_check.py [--jobs 2] [--batches 100] [--out results/batchmodel]
+``--placement NAME`` runs every check under another placement (e.g. walt-prevcpu, the kernels'
+own rules; the ncnn rows keep the phones' own).
+
+Run: python experiments/batchmodel_check.py [--jobs 2] [--batches 100] [--placement auto] [--out results/batchmodel]
 """
 from __future__ import annotations
 
@@ -26,16 +34,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from swansim import checks
 from swansim.batchmodel import BatchKey, check_fast_forward, simulate_batch
 from swansim.cli import guarded
 from swansim.device import Device, DeviceConfig
 from swansim.dnn import calibrate as cal
 from swansim.dnn.choices import parse_choice, pytorch_default
 from swansim.dnn.runtime import load_runtime
-from swansim.dnn.tasks import build_task
+from swansim.dnn.tasks import SWAN_TASKS, build_task
 from swansim.dnn.training import TrainingJob
 from swansim.hw.profile import Catalogue
+from swansim.kernel.placement import AUTO, PLACEMENTS
 from swansim.runs.calibration import Fig2, Ncnn
+from swansim.runs.placement import start_state_latency_s
 from swansim.pool import run_all
 from swansim.session.workloads import SustainedGemm
 
@@ -64,9 +75,9 @@ def memo_batch(key: BatchKey) -> tuple[float, float]:
     return c.latency_s, c.net_energy_j
 
 
-def agreement(jobs) -> pd.DataFrame:
+def agreement(jobs, placement: str = AUTO) -> pd.DataFrame:
     cat = Catalogue.load()
-    fig2 = Fig2(cat)
+    fig2 = Fig2(cat, placement=placement)
     ncnn = Ncnn(cat, cal.read_ncnn(cat))
     mid = tuple(c.opp_freq_mhz[len(c.opp_freq_mhz) // 2] for c in cat.device("pixel3").soc.clusters)
     points = ([("Fig. 2 (schedutil)", k) for k in fig2.keys] + [("ncnn rows (performance)", k) for k in ncnn.keys]
@@ -85,8 +96,8 @@ def agreement(jobs) -> pd.DataFrame:
 ROOMS = {"kernel zone": (35.0, 120.0), "thermal engine": (33.0, 300.0), "kernel zone, from cold": (25.0, 0.0)}
 
 
-def fast_forward(n: int, ambient_c: float, preheat_s: float) -> dict:
-    cfg = DeviceConfig(ambient_c=ambient_c)
+def fast_forward(n: int, ambient_c: float, preheat_s: float, placement: str = AUTO) -> dict:
+    cfg = DeviceConfig(ambient_c=ambient_c, placement=placement)
     spec = Catalogue.load().device("pixel3")
     soc = spec.soc
     jobs = [("resnet34", pytorch_default(soc), n), ("shufflenet_v2_x2_0", parse_choice("4", soc), n)]
@@ -98,7 +109,7 @@ def fast_forward(n: int, ambient_c: float, preheat_s: float) -> dict:
             d.run(preheat_s)
         return d
 
-    c = check_fast_forward(preheated, jobs)
+    c = check_fast_forward(preheated, jobs, placement=placement)
     full, ff, (t0, e0, c0), (u0, f0, d0) = c.full, c.ff, c.full_start, c.ff_start
     out = {"batches": 2 * n, "full_time_s": full.env.now - t0, "ff_time_s": ff.env.now - u0,
            "full_energy_j": full.platform.total_energy_j - e0, "ff_energy_j": ff.platform.total_energy_j - f0,
@@ -111,23 +122,45 @@ def fast_forward(n: int, ambient_c: float, preheat_s: float) -> dict:
     return out
 
 
+# (seconds the big cores run dense work from the start, when the job starts): the job starts
+# while the work holds them, just as it ends, and with the work
+START_STATES = ((2.2, 2.0), (2.0, 2.0), (1.0, 0.0))
+
+
+def start_states(model: str, placement: str) -> dict:
+    spec = Catalogue.load().device("pixel3")
+    key = BatchKey(spec.name, model, pytorch_default(spec.soc), placement=placement, warmup=2, batches=3)
+    lat = {"idle phone": start_state_latency_s(key)}
+    for loaded_s, start_s in START_STATES:
+        lat[f"busy 0-{loaded_s:g} s, job at {start_s:g} s"] = start_state_latency_s(key, loaded_s, start_s)
+    spread_pct = 100 * (max(lat.values()) - min(lat.values())) / lat["idle phone"]
+    return {"model": model, **lat, "spread_pct": spread_pct}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--batches", type=int, default=100)
+    ap.add_argument("--placement", default=AUTO, help="the phones' thread placement (default: %(default)s)")
     ap.add_argument("--out", default="results/batchmodel")
     args = ap.parse_args(argv)
+    checks.one_of(args.placement, "--placement", (AUTO, *PLACEMENTS), "placement")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    df = agreement(args.jobs)
+    df = agreement(args.jobs, args.placement)
     df.to_csv(out / "agreement.csv", index=False)
     worst = df.assign(lat=df["latency_error_pct"].abs(), en=df["energy_error_pct"].abs()).groupby("set").agg(
         points=("lat", "size"), worst_latency_pct=("lat", "max"), worst_energy_pct=("en", "max"))
     print(worst.to_string(float_format=lambda x: f"{x:.2f}"))
-    rows = [{"throttled_by": who, "ambient_c": room, "preheat_s": pre, **fast_forward(args.batches, room, pre)}
-            for who, (room, pre) in ROOMS.items()]
+    rows = [{"throttled_by": who, "ambient_c": room, "preheat_s": pre,
+             **fast_forward(args.batches, room, pre, args.placement)} for who, (room, pre) in ROOMS.items()]
     pd.DataFrame(rows).to_csv(out / "fastforward.csv", index=False)
     print(pd.DataFrame(rows).set_index("throttled_by").T.to_string(float_format=lambda x: f"{x:.4g}"))
+    starts = pd.DataFrame(run_all(start_states, [(m, args.placement) for m in SWAN_TASKS], args.jobs,
+                                  desc="start states"))
+    starts.to_csv(out / "start_states.csv", index=False)
+    print("\nsteady batch (s) of PyTorch's default on the Pixel 3 by the phone's state when its job began")
+    print(starts.set_index("model").to_string(float_format=lambda x: f"{x:.4g}"))
 
 
 if __name__ == "__main__":

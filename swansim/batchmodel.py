@@ -106,6 +106,15 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
     return simulate_batches(key, runtime, spec, record_layers, loops, attach)[key]
 
 
+def key_phone(key: BatchKey, spec: DeviceSpec | None = None) -> Device:
+    """A fresh phone as ``key``'s batches are simulated on (module doc): its profile (or
+    ``spec``), governor, placement and seed, every thermal node held at ambient, no thermal
+    governor, the screen on only under a foreground app. Caps and the app are the caller's."""
+    cfg = DeviceConfig(seed=key.seed, governor=key.governor, placement=key.placement,
+                       thermal_governor="off", frozen_temps=True, screen_on=key.foreground is not None)
+    return Device(spec or Catalogue.load().device(key.device), cfg)
+
+
 def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
                      record_layers: bool = True, loops: str = DEFAULT_LOOPS,
                      attach: Callable[[Device, TrainingJob], None] | None = None) -> dict[BatchKey, BatchCost]:
@@ -114,9 +123,7 @@ def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: Device
     spec = spec or Catalogue.load().device(key.device)
     rt = runtime or load_runtime(key.runtime)
     graph = _graph(key.model, key.batch, key.input_shape, key.num_classes, key.mode)
-    cfg = DeviceConfig(seed=key.seed, governor=key.governor, placement=key.placement,
-                       thermal_governor="off", frozen_temps=True, screen_on=key.foreground is not None)
-    dev = Device(spec, cfg)
+    dev = key_phone(key, spec)
 
     def cap() -> None:
         for policy, mhz in zip(dev.cpufreq, key.caps_mhz):

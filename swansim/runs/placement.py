@@ -10,17 +10,24 @@ the batch its layer phases took.
 
 It answers questions a latency alone cannot, e.g. why PyTorch's default is slow where it is:
 which cores its team ends up on once OpenBLAS's spinning workers hold the others.
+
+`start_state_latency_s`: the same team's steady batch after the phone's big cores were busy
+until shortly before the job, against a job started on an idle phone. Where the team's
+placement depends on that history, a batch has no cost of its own; the batch model assumes it
+does (tests/test_batchmodel.py checks the assumption).
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
 
-from swansim.batchmodel import BatchCost, BatchKey, simulate_batch
+from swansim.batchmodel import BatchCost, BatchKey, key_phone, simulate_batch
 from swansim.dnn.runtime import Runtime, load_runtime
 from swansim.dnn.tasks import build_task
+from swansim.dnn.training import TrainingJob
 from swansim.hw.profile import Catalogue
 from swansim.session.probes import CpuOccupancy
+from swansim.session.workloads import SustainedGemm
 
 ROLES = ("master", "openmp", "blas", "nnpack", "app")
 # a core counts as one a role uses when the role's threads sit on it this share of the time
@@ -81,3 +88,28 @@ def batch_placement(key: BatchKey, runtime: Runtime | None = None) -> BatchPlace
     ops = [{"op": op, "s": s, "share": s / cost.latency_s, "gemm": rt.ops[op].peak == "gemm" if op in rt.ops else False}
            for op, s in sorted(per_op.items(), key=lambda kv: -kv[1])]
     return BatchPlacement(cost, threads, ops)
+
+
+def start_state_latency_s(key: BatchKey, loaded_s: float = 0.0, start_s: float = 0.0) -> float:
+    """``key``'s batch latency (the mean of its measured batches after its warm-up ones, as
+    `batchmodel.simulate_batch` measures) for a job started at ``start_s`` on a phone as the
+    batch model simulates one (`batchmodel.key_phone`, the key's caps from the outset) whose
+    big cores run dense work for the first ``loaded_s`` (`SustainedGemm`): a job started while
+    other work holds the big cores, or just after. A fast-forwarded job's batches are costed
+    from a job started on an idle phone (`FastForward.run_process`), so a batch's cost must not
+    depend on what the phone was doing when the job began (module doc): where that decides
+    which cores its team settles on, it does."""
+    dev = key_phone(key)
+    if key.caps_mhz is not None:
+        for policy, mhz in zip(dev.cpufreq, key.caps_mhz):
+            policy.set_cap(mhz)
+    if loaded_s > 0.0:
+        SustainedGemm(dev, list(dev.spec.soc.big_cpus), loaded_s, 1e8)
+    if start_s > 0.0:
+        dev.run(start_s)
+    job = TrainingJob(dev.env, dev.sched, dev.spec.soc,
+                      build_task(key.model, key.batch, key.input_shape, key.num_classes, key.mode),
+                      load_runtime(key.runtime), key.plan, mode=key.mode, n_batches=key.warmup + key.batches,
+                      cpuset=dev.spec.cpuset(key.group), cgroup=key.group, record_layers=False)
+    dev.env.run(until=job.process)
+    return sum(row[3] for row in job.batch_rows[key.warmup:]) / key.batches
