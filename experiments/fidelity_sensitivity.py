@@ -36,7 +36,10 @@ one warm-up and two measured batches, schedutil). Variants:
                     kernels' own find_best_target fallback (placement walt-prevcpu), not the
                     reference's most spare of any sign, with the periodic balance of busy CPUs
                     that then alone moves a queued task, and idle CPUs balancing in the kernels'
-                    order (kernel.walt.WaltPlacement.idle_balance)
+                    order (kernel.walt.WaltPlacement.idle_balance); every row from an idle
+                    phone, and on the Pixel 3 that start decides ResNet-34's default (0.50 s a
+                    batch, 0.83 s if the big cores are busy as the job starts:
+                    experiments/batchmodel_check.py --placement walt-prevcpu)
   kernel=wakeup     the simulator's placement before the phone kernels were modelled
 
 Pinned rows change with the group (its cpuset), the waiting policy and the pools, and may with

@@ -109,10 +109,20 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
 def key_phone(key: BatchKey, spec: DeviceSpec | None = None) -> Device:
     """A fresh phone as ``key``'s batches are simulated on (module doc): its profile (or
     ``spec``), governor, placement and seed, every thermal node held at ambient, no thermal
-    governor, the screen on only under a foreground app. Caps and the app are the caller's."""
+    governor, the screen on only under a foreground app (`start_foreground` starts it). Caps
+    are the caller's."""
     cfg = DeviceConfig(seed=key.seed, governor=key.governor, placement=key.placement,
                        thermal_governor="off", frozen_temps=True, screen_on=key.foreground is not None)
     return Device(spec or Catalogue.load().device(key.device), cfg)
+
+
+def start_foreground(dev: Device, key: BatchKey) -> None:
+    """Start ``key``'s foreground app, if it names one, on ``dev`` (seeded by the key)."""
+    if key.foreground is not None:
+        from swansim.apps.appmodels import load_app_table
+        from swansim.apps.ux import UxRecorder
+
+        load_app_table().app(dev.env, dev.sched, dev.spec, key.foreground, UxRecorder(), key.seed).start()
 
 
 def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSpec | None = None,
@@ -137,11 +147,7 @@ def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: Device
     if key.caps_mhz is not None and not late:
         cap()
     idle_floor_w = dev.platform.idle_floor_w
-    if key.foreground is not None:
-        from swansim.apps.appmodels import load_app_table
-        from swansim.apps.ux import UxRecorder
-
-        load_app_table().app(dev.env, dev.sched, dev.spec, key.foreground, UxRecorder(), key.seed).start()
+    start_foreground(dev, key)
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, key.plan, mode=key.mode,
                       n_batches=key.warmup + key.batches, idle_floor_w=idle_floor_w,
                       record_layers=record_layers, cpuset=dev.spec.cpuset(key.group), cgroup=key.group,

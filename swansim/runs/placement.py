@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from swansim.batchmodel import BatchCost, BatchKey, key_phone, simulate_batch
+from swansim.batchmodel import BatchCost, BatchKey, key_phone, simulate_batch, start_foreground
 from swansim.dnn.runtime import Runtime, load_runtime
 from swansim.dnn.tasks import build_task
 from swansim.dnn.training import TrainingJob
@@ -105,6 +105,7 @@ def start_state_latency_s(key: BatchKey, loaded_s: float = 0.0, start_s: float =
             policy.set_cap(mhz)
     if loaded_s > 0.0:
         SustainedGemm(dev, list(dev.spec.soc.big_cpus), loaded_s, 1e8)
+    start_foreground(dev, key)
     if start_s > 0.0:
         dev.run(start_s)
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc,
