@@ -362,19 +362,19 @@ class WaltPlacement:
       (`_idle_balance` in place of `_balance`: never the task running on a CPU, the most recently
       enqueued first, only while a newly idle CPU's average idle time covers the cost, and a
       running misfit pushed to an idle bigger CPU). The kernels' own rules are not the default:
-      under them a batch has no cost of its own. Once the default's team has settled no
-      balance moves it (a CPU holding two tasks does not give one to a CPU holding one:
-      `_busy_pass`), and where it settles depends on what the phone was doing when the job
+      on the Pixel 3 a batch under them has no cost of its own. Once the default's team has
+      settled no balance moves it (a CPU holding two tasks does not give one to a CPU holding
+      one: `_busy_pass`), and where it settles depends on what the phone was doing when the job
       began - ResNet-34's default on an uncapped Pixel 3 runs 0.50 s a batch from an idle
       phone, 0.83 s if the big cores are busy as it starts (`runs.placement.
-      start_state_latency_s`; the reference: within 0.3%) - which the batch model's keys do not
-      carry. (The runtime, fitted under the reference, also makes pinned teams slower under
-      these rules: a pinned master sleeps briefly at the joins, its CPU takes a queued
-      OpenBLAS spinner and the master waits out the spinner's CFS turn - ResNet-34 on 4567
-      0.60 s a batch against 0.26 s; refitted under these rules, 0.48 s, Fig. 2a's point
-      within 3%.) Under the reference's
-      balance, which moved whichever task had the most demand, running or not, the
-      depthwise defaults' batches alternated between placements at fixed caps (ShuffleNetV2's
+      start_state_latency_s`; the reference: within 0.3%; msm's rules on the SD855/SD865
+      phones: within 0.8%) - which the batch model's keys do not carry. (The runtime, fitted
+      under the reference, also makes pinned teams slower under these rules: a pinned master
+      sleeps briefly at the joins, its CPU takes a queued OpenBLAS spinner and the master waits
+      out the spinner's CFS turn - ResNet-34 on 4567 0.60 s a batch against 0.26 s; refitted
+      under these rules, 0.48 s, Fig. 2a's point within 3%.) Under the reference's balance,
+      which moved whichever task had the most demand, running or not, the depthwise defaults'
+      batches alternated between placements at fixed caps (ShuffleNetV2's
       4.2 or 5.3 s) and six warm batches fast-forwarded 7.6% (MobileNetV2) and 11.6%
       (ShuffleNetV2) late; in the kernels' order they do not alternate (1.1% and 3.0%; the
       reference: 1.4% and 5.2%), and ResNet-34's on a hot Pixel 3 fast-forwards 0.5% short over

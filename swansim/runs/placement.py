@@ -11,8 +11,8 @@ the batch its layer phases took.
 It answers questions a latency alone cannot, e.g. why PyTorch's default is slow where it is:
 which cores its team ends up on once OpenBLAS's spinning workers hold the others.
 
-`start_state_latency_s`: the same team's steady batch after the phone's big cores were busy
-until shortly before the job, against a job started on an idle phone. Where the team's
+`start_state_latency_s`: the same team's batch when other work held the big cores as its job
+began (or until just before), against a job started on an idle phone. Where the team's
 placement depends on that history, a batch has no cost of its own; the batch model assumes it
 does (tests/test_batchmodel.py checks the assumption).
 """
