@@ -58,8 +58,7 @@ def full_batch(key: BatchKey) -> tuple[float, float]:
                  DeviceConfig(governor=key.governor, placement=key.placement,
                               thermal_governor="off" if key.caps_mhz else None))
     if key.caps_mhz:
-        for p, c in zip(dev.cpufreq, key.caps_mhz):
-            p.set_cap(c)
+        dev.set_caps(key.caps_mhz)
     floor = dev.platform.total_power_w
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc,
                       build_task(key.model, key.batch, key.input_shape, key.num_classes, key.mode),

@@ -135,17 +135,13 @@ def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: Device
     graph = _graph(key.model, key.batch, key.input_shape, key.num_classes, key.mode)
     dev = key_phone(key, spec)
 
-    def cap() -> None:
-        for policy, mhz in zip(dev.cpufreq, key.caps_mhz):
-            policy.set_cap(mhz)
-
     # Caps come from throttling a job that is already running: they arrive after the first
     # warm-up batch, so the measured batches see the threads where the uncapped job put them
     # (an unpinned team's placement carries over; a job started under the caps can settle
     # elsewhere). A key without warm-up is a cold start: capped from the outset.
     late = key.caps_mhz is not None and key.warmup > 0
     if key.caps_mhz is not None and not late:
-        cap()
+        dev.set_caps(key.caps_mhz)
     idle_floor_w = dev.platform.idle_floor_w
     start_foreground(dev, key)
     job = TrainingJob(dev.env, dev.sched, dev.spec.soc, graph, rt, key.plan, mode=key.mode,
@@ -163,7 +159,7 @@ def simulate_batches(key: BatchKey, runtime: Runtime | None = None, spec: Device
 
     def on_batch(row, _layers) -> None:
         if late and row[0] == 0:
-            cap()
+            dev.set_caps(key.caps_mhz)
         if row[0] in ends:
             mark(row[0])
 

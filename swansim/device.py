@@ -190,6 +190,11 @@ class Device:
         """Android thermal status as of the last thermal poll."""
         return self.thermal.status
 
+    def set_caps(self, caps_mhz) -> None:
+        """Cap each cluster's clock (one MHz figure per cpufreq policy, in cluster order)."""
+        for policy, mhz in zip(self.cpufreq, caps_mhz):
+            policy.set_cap(mhz)
+
     def set_charging(self, on: bool, charger_power_w: float | None = None) -> None:
         """Plug or unplug the charger now."""
         if self.battery is not None:

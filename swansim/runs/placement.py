@@ -101,8 +101,7 @@ def start_state_latency_s(key: BatchKey, loaded_s: float = 0.0, start_s: float =
     which cores its team settles on, it does."""
     dev = key_phone(key)
     if key.caps_mhz is not None:
-        for policy, mhz in zip(dev.cpufreq, key.caps_mhz):
-            policy.set_cap(mhz)
+        dev.set_caps(key.caps_mhz)
     if loaded_s > 0.0:
         SustainedGemm(dev, list(dev.spec.soc.big_cpus), loaded_s, 1e8)
     start_foreground(dev, key)
