@@ -22,7 +22,6 @@ without it.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import pandas as pd
 
 from swansim import checks
 from swansim.batchmodel import BatchKey, simulate_batch
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime, with_blas, with_nnpack
 from swansim.dnn.tasks import SWAN_TASKS
@@ -112,7 +111,7 @@ def plot(table: pd.DataFrame, path: Path, devices, models) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--out", default="results/baseline")
     ap.add_argument("--no-blas", action="store_true", help="the pytorch runtime without its BLAS pool")

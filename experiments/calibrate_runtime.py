@@ -20,7 +20,6 @@ several hundred trials over ``--jobs`` processes (an hour or more on two cores).
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -28,7 +27,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 from swansim import checks
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import RUNTIME_DIR, get_path, load_runtime, with_paths
 from swansim.dnn.tasks import task
@@ -132,7 +131,7 @@ def run_ncnn(cat: Catalogue, args, pool) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--runtime", choices=("pytorch", "ncnn", "all"), default="all")
     p.add_argument("--dry-run", action="store_true", help="fit and report, do not write the TOML files")
     p.add_argument("--sweeps", type=int, default=2)

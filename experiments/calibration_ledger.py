@@ -25,7 +25,6 @@ tests/test_readme.py keeps the two in step).
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import statistics
@@ -33,7 +32,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import load_runtime
 from swansim.hw.profile import Catalogue
@@ -125,7 +124,7 @@ def summary(rows: list[dict]) -> list[str]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", default=str(LEDGER))
     p.add_argument("--skip-fig3", action="store_true",

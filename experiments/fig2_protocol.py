@@ -13,12 +13,11 @@ How long the paper trained per choice is not stated: ``--minutes`` is an assumpt
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 
 from swansim.batchmodel import BatchModel
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.dnn import calibrate as cal
 from swansim.dnn.runtime import load_runtime
 from swansim.errors import InputError
@@ -27,7 +26,7 @@ from swansim.runs.calibration import Fig2, fig2_points, sustained_fig2_metrics
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=10.0,
                     help="sustained training per choice before the measured minute (default: %(default)s)")
     ap.add_argument("--models", default="resnet34,shufflenet_v2_x2_0", help="Fig. 2 tasks (default: both)")

@@ -20,14 +20,13 @@ Every number is `swansim.batchmodel.simulate_batch` (one warm-up and one measure
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import pandas as pd
 
 from swansim import checks
 from swansim.batchmodel import BatchKey, simulate_batch
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.dnn.choices import parse_choice, pytorch_default
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.dnn.training import LOOPS
@@ -71,7 +70,7 @@ def compare(rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", default="pixel3,galaxy-s10e,oneplus8")
     ap.add_argument("--models", default="shufflenet_v2_x2_0,mobilenet_v2")
     ap.add_argument("--choices", default="default,4,4567,0123")

@@ -18,7 +18,6 @@ shows Swan's drop under the other reading of its monitoring rule.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pandas as pd
 
 import swansim
 from swansim import checks
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.plots import policy_ux
 from swansim.results import write_csv, write_manifest
 from swansim.hw.profile import SWAN_PHONES
@@ -67,7 +66,7 @@ def _share(swan, default):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", default=",".join(SWAN_PHONES))
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--jobs", type=int, default=None)

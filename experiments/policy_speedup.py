@@ -16,14 +16,13 @@ per-layer gains.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 import swansim
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.dnn.choices import enumerate_choices
 from swansim.plots import policy_gains
 from swansim.policy.swan_layer import step_latency_s
@@ -103,7 +102,7 @@ def main(jobs: int | None = None, out: Path = OUT) -> pd.DataFrame:
 
 
 def _cli() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=None, help="processes (default: every core)")
     p.add_argument("--out", default=str(OUT), help="results directory (default: %(default)s)")
     args = p.parse_args()

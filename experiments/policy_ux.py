@@ -12,14 +12,13 @@ benchmark without training. pytorch-default's rows carry the paper's Fig. 3 drop
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 import swansim
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.plots import policy_ux
 from swansim.results import write_manifest
 from swansim.runs.scenarios import PAPER_FIG3_DROP_PCT
@@ -58,7 +57,7 @@ def main(jobs: int | None = None) -> pd.DataFrame:
 
 
 def _cli() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=None, help="processes (default: every core)")
     print(main(p.parse_args().jobs).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
 

@@ -12,14 +12,13 @@ phone, and 30 s later the owner runs the Work-like benchmark.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import pandas as pd
 
 from owner_table3 import EXPLORE_S   # the same exploration span as the table itself
 from swansim import checks
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import Catalogue
 from swansim.pool import run_all
@@ -40,7 +39,7 @@ def drop(device: str, model: str, idle_requests_only: bool) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", default=",".join(DEVICES))
     ap.add_argument("--models", default="resnet34")
     ap.add_argument("--jobs", type=int, default=None)

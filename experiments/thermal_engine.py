@@ -10,14 +10,13 @@ at the steady state (the last 10 minutes), with where the engine's configuration
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import tomllib
 from pathlib import Path
 
 import pandas as pd
 
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.device import Device, DeviceConfig
 from swansim.hw.profile import SWAN_PHONES, Catalogue, DeviceSpec
 from swansim.kernel.cpufreq import ENGINE
@@ -47,7 +46,7 @@ def run(spec: DeviceSpec, duration_s: float, engine: bool):
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--out", default="results/thermal_engine")
     args = ap.parse_args(argv)

@@ -9,16 +9,15 @@ drop; the jank of light apps. Writes CSV + PNG under results/ux/.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.hw.profile import Catalogue
 from swansim.runs.ux import UxConfig, phones_and_tablets, print_summary, run_ux
 
 
 def _cli() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--all", action="store_true", help="every phone and tablet profile, not the default set")
     cfg = UxConfig(devices=phones_and_tablets(Catalogue.load())) if p.parse_args().all else UxConfig()
     print_summary(*run_ux(cfg, "results/ux"))

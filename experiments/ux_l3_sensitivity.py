@@ -14,13 +14,12 @@ assumed app figures. Each row is four benchmark runs.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 
 from swansim.apps.appmodels import load_app_table
 from swansim.apps.workbench import SCORE_SCALE, task_times
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.device import DeviceConfig
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.runs.scenarios import PAPER_FIG3_DROP_PCT, WARMUP_S, TrainingBackground, run_workbench
@@ -44,7 +43,7 @@ def drops(spec: DeviceSpec, model: str, table) -> list[float]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="pixel3")
     p.add_argument("--model", default="resnet34")
     args = p.parse_args(argv)

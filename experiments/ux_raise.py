@@ -23,7 +23,6 @@ README ("Where the model stands").
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -31,7 +30,7 @@ import pandas as pd
 
 from swansim import checks
 from swansim.apps.workbench import score_drop_pct
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.device import DeviceConfig
 from swansim.hw.profile import Catalogue
 from swansim.pool import run_all
@@ -54,7 +53,7 @@ def _run(device: str, row: str, passes: int | None, ref: pd.Series) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--devices", default=",".join(DEVICES))
     ap.add_argument("--passes", type=int, default=None, help="benchmark passes (default: the app table's)")
     ap.add_argument("--jobs", type=int, default=2)

@@ -12,14 +12,13 @@ spinning), on which cores. Writes ``threads.csv`` and ``ops.csv`` under ``--out`
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import pandas as pd
 
 from swansim import checks
 from swansim.batchmodel import BatchKey
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.dnn.choices import parse_choice, pytorch_default
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
@@ -39,7 +38,7 @@ def _one(device: str, model: str, choice: str) -> tuple[float, list[dict], list[
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--choice", default="default", help="an execution choice (e.g. 4567) or 'default' (PyTorch's)")
     ap.add_argument("--devices", default=",".join(SWAN_PHONES), help="phones, comma-separated")
     ap.add_argument("--models", default=",".join(SWAN_TASKS), help="tasks, comma-separated")

@@ -228,6 +228,9 @@ def test_one_line_error_from_a_fresh_process():
 @pytest.mark.parametrize("script, args, message", [
     ("baseline_landscape.py", ["--devices", "nokia3310"], "--devices: 'nokia3310': unknown profile"),
     ("fleet_tta.py", ["--tasks", "resnet35", "--out", "unused"], "--tasks: 'resnet35': unknown task"),
+    ("fleet_tta.py", ["--rounds", "pape", "--out", "unused"], "--rounds: 'pape': not a number of rounds or 'paper'"),
+    ("fleet_tta.py", ["--bogus"], "command line: arguments: unrecognized arguments: --bogus"),
+    ("policy_speedup.py", ["--jobs", "two"], "--jobs: 'two': not an integer"),
     ("ux_raise.py", ["--devices", "nokia3310"], "--devices: 'nokia3310': unknown profile"),
     ("where_threads_run.py", ["--choice", "48"], "--choice: '48': cpus must be distinct and below 8 on pixel3"),
     ("calibrate_runtime.py", ["--placement", "walt-bogus"], "--placement: 'walt-bogus': unknown placement"),

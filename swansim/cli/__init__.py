@@ -30,7 +30,9 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         m = re.match(r"argument ([^:]+): (.*)", message)
         if not m:  # e.g. "the following arguments are required: --out", "unrecognized arguments: x"
-            where = self.prog.removeprefix("swansim").strip() or "command line"
+            # a subcommand's name (the experiment scripts print their own name as the prefix)
+            where = self.prog.removeprefix("swansim").strip() if self.prog.startswith("swansim") else ""
+            where = where or "command line"
             raise InputError(where, "arguments", message)
         where, reason = m.group(1).split("/")[0], m.group(2)
         value = re.match(r"invalid (\w+) value: (.*)", reason)

@@ -12,7 +12,9 @@ assumptions, argued in DESIGN.md ("Workload"):
 The paper's fleet ran these tasks in FedScale; a client's local work per round is FedScale's
 benchmark configuration for the dataset (``local_steps``: benchmark/configs/openimage/openimage.yml
 20, benchmark/configs/speech/google_speech.yml 30), at the paper's batch 16 (an assumption: the
-paper gives no batch for its fleet; FedScale's configs use 20).
+paper gives no batch for its fleet; FedScale's configs use 20). How many rounds it ran
+(``paper_rounds``) is read off its figures' round axes (arXiv 2206.04687 v1, Figs. 5b and 6b:
+0-2,000 for ShuffleNetV2 and MobileNetV2; Fig. 7b: 0-400 for ResNet-34); the text gives no count.
 Every path (landscape, ux, demo, calibration, policies, fleet) builds its graphs here.
 """
 from __future__ import annotations
@@ -33,12 +35,13 @@ class Task:
     input_shape: tuple[int, int, int]
     num_classes: int
     fl_local_steps: int = 20   # mini-batches per federated round (FedScale's config for the dataset)
+    paper_rounds: int = 0      # rounds of the paper's fleet run (its figures' round axes; 0: not in the paper)
 
 
 SWAN_TASKS: dict[str, Task] = {
-    "resnet34": Task("resnet34", (1, 32, 32), 35, fl_local_steps=30),
-    "shufflenet_v2_x2_0": Task("shufflenet_v2_x2_0", (3, 112, 112), 600, fl_local_steps=20),
-    "mobilenet_v2": Task("mobilenet_v2", (3, 112, 112), 600, fl_local_steps=20),
+    "resnet34": Task("resnet34", (1, 32, 32), 35, fl_local_steps=30, paper_rounds=400),
+    "shufflenet_v2_x2_0": Task("shufflenet_v2_x2_0", (3, 112, 112), 600, fl_local_steps=20, paper_rounds=2000),
+    "mobilenet_v2": Task("mobilenet_v2", (3, 112, 112), 600, fl_local_steps=20, paper_rounds=2000),
 }
 # The two tasks of the paper's Fig. 2 (the calibration figures): 2a ResNet-34, 2b ShuffleNetV2.
 FIG2_TASKS = ("resnet34", "shufflenet_v2_x2_0")
