@@ -16,9 +16,10 @@
    within 2% in time).
 3. Start states: each Swan task's PyTorch default on the Pixel 3, its steady batch from a job
    started on an idle phone against one started while, or just after, dense work held the big
-   cores (`swansim.runs.placement.start_state_latency_s`). Fast-forward costs every job's
-   batches from an idle phone's; the spread says how far a batch's cost depends on what the
-   phone was doing when its job began.
+   cores (`swansim.runs.placement.start_state_latency_s`), with the screen off and with a
+   light app on it (messaging) from the start. Fast-forward costs every job's batches from an
+   idle phone's; the spread says how far a batch's cost depends on what the phone was doing
+   when its job began, and the app whether the owner's own activity decides it instead.
 
 ``--placement NAME`` runs every check under another placement (e.g. walt-prevcpu, the kernels'
 own rules; the ncnn rows keep the phones' own).
@@ -27,7 +28,6 @@ Run: python experiments/batchmodel_check.py [--jobs 2] [--batches 100] [--placem
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -36,7 +36,7 @@ import pandas as pd
 
 from swansim import checks
 from swansim.batchmodel import BatchKey, check_fast_forward, simulate_batch
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.device import Device, DeviceConfig
 from swansim.dnn import calibrate as cal
 from swansim.dnn.choices import parse_choice, pytorch_default
@@ -126,18 +126,24 @@ def fast_forward(n: int, ambient_c: float, preheat_s: float, placement: str = AU
 START_STATES = ((2.2, 2.0), (2.0, 2.0), (1.0, 0.0))
 
 
-def start_states(model: str, placement: str) -> dict:
+# the owner's app on the screen throughout (None: screen off): a light one, whose threads wake
+# now and then on any CPU
+START_APPS = (None, "messaging")
+
+
+def start_states(model: str, placement: str, app: str | None) -> dict:
     spec = Catalogue.load().device("pixel3")
-    key = BatchKey(spec.name, model, pytorch_default(spec.soc), placement=placement, warmup=2, batches=3)
+    key = BatchKey(spec.name, model, pytorch_default(spec.soc), placement=placement, foreground=app, warmup=2,
+                   batches=3)
     lat = {"idle phone": start_state_latency_s(key)}
     for loaded_s, start_s in START_STATES:
         lat[f"busy 0-{loaded_s:g} s, job at {start_s:g} s"] = start_state_latency_s(key, loaded_s, start_s)
     spread_pct = 100 * (max(lat.values()) - min(lat.values())) / lat["idle phone"]
-    return {"model": model, **lat, "spread_pct": spread_pct}
+    return {"model": model, "app": app or "none", **lat, "spread_pct": spread_pct}
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--batches", type=int, default=100)
     ap.add_argument("--placement", default=AUTO, help="the phones' thread placement (default: %(default)s)")
@@ -155,11 +161,11 @@ def main(argv=None) -> None:
              **fast_forward(args.batches, room, pre, args.placement)} for who, (room, pre) in ROOMS.items()]
     pd.DataFrame(rows).to_csv(out / "fastforward.csv", index=False)
     print(pd.DataFrame(rows).set_index("throttled_by").T.to_string(float_format=lambda x: f"{x:.4g}"))
-    starts = pd.DataFrame(run_all(start_states, [(m, args.placement) for m in SWAN_TASKS], args.jobs,
-                                  desc="start states"))
+    starts = pd.DataFrame(run_all(start_states, [(m, args.placement, a) for a in START_APPS for m in SWAN_TASKS],
+                                  args.jobs, desc="start states"))
     starts.to_csv(out / "start_states.csv", index=False)
     print("\nsteady batch (s) of PyTorch's default on the Pixel 3 by the phone's state when its job began")
-    print(starts.set_index("model").to_string(float_format=lambda x: f"{x:.4g}"))
+    print(starts.set_index(["model", "app"]).to_string(float_format=lambda x: f"{x:.4g}"))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,10 @@ one warm-up and two measured batches, schedutil). Variants:
                     batch, 0.83 s if the big cores are busy as the job starts:
                     experiments/batchmodel_check.py --placement walt-prevcpu)
   kernel=wakeup     the simulator's placement before the phone kernels were modelled
+  app=messaging     a light app (messaging) on the screen throughout, every row: the owner's
+                    threads waking now and then on any CPU (under the kernels' rules that, not
+                    the start, decides where ResNet-34's default settles on the Pixel 3)
+  fallback=previous+app=messaging  both
 
 Pinned rows change with the group (its cpuset), the waiting policy and the pools, and may with
 the fallback (a pinned choice's BLAS workers are placed within its cores); the other variants
@@ -52,7 +56,6 @@ refused, not mixed in),
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 from dataclasses import replace
@@ -60,7 +63,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from swansim.batchmodel import BatchKey, code_fingerprint, simulate_batch
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.errors import InputError
 from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.runtime import load_runtime, with_blas
@@ -70,10 +73,10 @@ from swansim.pool import run_all
 
 VARIANTS = ("reference", "group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4",
             "blas=off", "blas=per-call", "upmigrate=71/65", "upmigrate=80/80", "core_ctl=off", "fallback=previous",
-            "kernel=wakeup")
+            "kernel=wakeup", "app=messaging", "fallback=previous+app=messaging")
 # which variants change the pinned rows (the others re-run the default row only)
 REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4", "blas=off",
-               "blas=per-call", "fallback=previous")
+               "blas=per-call", "fallback=previous", "app=messaging", "fallback=previous+app=messaging")
 KMP_BLOCKTIME_S = 0.2     # LLVM libomp's default KMP_BLOCKTIME (openmp.llvm.org runtime docs)
 GOMP_THROTTLED_SPINS = 100   # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset, threads > CPUs
 GOMP_DEFAULT_SPINS = 300_000  # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset
@@ -114,12 +117,15 @@ def _spec(variant: str, spec: DeviceSpec) -> DeviceSpec:
 
 
 def _key(spec: DeviceSpec, model: str, variant: str, choice) -> BatchKey:
-    placement = {"core_ctl=off": "walt-nocorectl", "fallback=previous": "walt-prevcpu",
-                 "kernel=wakeup": "wakeup"}.get(variant, "auto")
+    settings = variant.split("+")   # a variant of several settings joins them with "+"
+    placement = next((p for s, p in (("core_ctl=off", "walt-nocorectl"), ("fallback=previous", "walt-prevcpu"),
+                                     ("kernel=wakeup", "wakeup")) if s in settings), "auto")
     if placement.startswith("walt-") and spec.kernel is None:
         placement = "auto"
-    group = "foreground" if variant == "group=foreground" else "top_app"
-    return BatchKey(spec.name, model, choice, placement=placement, group=group, batches=2, warmup=1)
+    group = "foreground" if "group=foreground" in settings else "top_app"
+    app = "messaging" if "app=messaging" in settings else None
+    return BatchKey(spec.name, model, choice, placement=placement, group=group, foreground=app, batches=2,
+                    warmup=1)
 
 
 def simulate_row(device: str, model: str, variant: str, label: str) -> dict:
@@ -196,7 +202,7 @@ def plot(summary: list[dict], path: Path, variants) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/fidelity_sensitivity")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--devices", default=",".join(SWAN_PHONES))
@@ -239,10 +245,11 @@ def main(argv=None) -> int:
         w.writeheader()
         w.writerows(summary)
     plot(summary, out / "sensitivity.png", [v for v in VARIANTS if v in variants])
-    print(f"{'device':<14} {'model':<19} {'variant':<17} {'default s':>9} {'best':>6} {'best s':>7} "
+    vw = max(len("variant"), *(len(v) for v in variants))
+    print(f"{'device':<14} {'model':<19} {'variant':<{vw}} {'default s':>9} {'best':>6} {'best s':>7} "
           f"{'default/best':>12} {'E best/dflt':>11}")
     for r in summary:
-        print(f"{r['device']:<14} {r['model']:<19} {r['variant']:<17} {r['default_s']:>9.3f} {r['best_choice']:>6} "
+        print(f"{r['device']:<14} {r['model']:<19} {r['variant']:<{vw}} {r['default_s']:>9.3f} {r['best_choice']:>6} "
               f"{r['best_s']:>7.3f} {r['default_over_best']:>12.2f} {r['best_energy_vs_default']:>11.2f}")
     return 0
 
