@@ -274,7 +274,10 @@ class Device:
         """With the power held, may the phone run to ``end_s`` as one stretch? Yes if nothing but
         thermal polls is queued before ``end_s``, none of them could change a cap, level or
         status at any temperature the stretch can reach (the bounds `skip_quiet` tests), and
-        ``admit`` takes those bounds; then every poll but each poller's last in the stretch is
+        ``admit`` takes those bounds, and the charger's loss cannot step within it (the
+        constant-voltage taper's next step, at the most the phone can draw within those bounds:
+        `Battery.loss_steady_for_s`; a step would change the power, wake every skipped poll and
+        could move a cap mid-stretch); then every poll but each poller's last in the stretch is
         skipped, so the stretch runs at the clocks it starts with. A phone found not quiet is
         asked again only after `skip_quiet`'s back-off."""
         queued = self._queued_polls()
@@ -285,6 +288,9 @@ class Device:
                                                 lambda b: all(d[3].quiet(b) for d in due))
         self._back_off(bounds is None)
         if bounds is None or not admit(bounds):
+            return False
+        if self.battery is not None and end_s - self.env.now > self.battery.loss_steady_for_s(
+                self.platform.held_max_power_w(bounds)):
             return False
         self._skip(self._moves(due, end_s))
         return True

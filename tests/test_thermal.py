@@ -442,6 +442,20 @@ class TestBattery:
         # above 70% the cell takes a tapered share; below it what the whole charger leaves
         assert slow.soc_pct - 90.0 < 0.5 * (flat.soc_pct - 60.0)
 
+    @pytest.mark.parametrize("soc", [69.9, 78.95, 99.5])
+    def test_the_chargers_loss_holds_at_least_as_long_as_it_says(self, soc):
+        """`Battery.loss_steady_for_s` is a lower bound on when the charger's loss next steps
+        (the taper's next step, or the cell full), under a load that changes."""
+        dev = device(initial_soc_pct=soc, charging=True, charger_power_w=10.0)
+        self.churn(dev)
+        b = dev.battery
+        promised_s, taper, t = b.loss_steady_for_s(dev.platform.total_power_w), b._taper, 0.0
+        assert 0.0 < promised_s < math.inf
+        while b._taper == taper and not b.full:
+            t += 0.25
+            dev.run(t)
+        assert t >= promised_s
+
     def test_boards_have_no_battery(self):
         board = next((n for n, d in CAT.devices.items() if d.kind == "board"), None)
         if board is None:

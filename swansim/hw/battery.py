@@ -115,6 +115,25 @@ class Battery:
         else:
             self.platform.set_charging_loss(max_w * self._taper, 1.0 / self.efficiency - 1.0, max_w)
 
+    def loss_steady_for_s(self, max_load_w: float = 0.0) -> float:
+        """How long the charger's loss stays as it is at least while the phone draws no more
+        than ``max_load_w`` (or its present power, if more): the cell gains at most ``efficiency
+        x charger_power_w x taper`` (the module doc's input, less the load), so the next step of
+        the constant-voltage taper (or the cell full) is no nearer than that rate allows. inf
+        unplugged, or full while the charger carries the load; 0 when the load may outgrow the
+        charger (the cell then discharges and its taper may step back)."""
+        if not self.charging:
+            return math.inf
+        if max(max_load_w, self.platform.total_power_w) >= self.charger_power_w:
+            return 0.0
+        if self.full:
+            return math.inf
+        rate_w = self.efficiency * self.charger_power_w * self._taper
+        step_pct = (100.0 - CV_START_PCT) / CV_STEPS
+        k = max(0, math.floor((self.soc_pct - CV_START_PCT) / step_pct))
+        next_pct = min(100.0, CV_START_PCT + step_pct * (k + 1))
+        return max(0.0, (next_pct - self.soc_pct) / 100.0 * self.capacity_j / rate_w)
+
     # -- the account --------------------------------------------------------------------------
 
     def __call__(self, t0_s: float, t1_s: float, platform: Platform) -> None:

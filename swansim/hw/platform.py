@@ -349,6 +349,11 @@ class Platform:
             node[n] += w
         return node
 
+    def held_max_power_w(self, bounds: TempBounds) -> float:
+        """The most the phone draws with the power held while its temperatures stay within
+        ``bounds``: each cluster's leakage at its highest temperature there."""
+        return sum(self.held_node_power_w([bounds.hi_c[n] for n in self._cluster_node]))
+
     def held_temp_bounds(self, dt_s: float, margin_c: float = 0.0, holds=None) -> TempBounds | None:
         """Bounds on every node's temperature over the next ``dt_s`` with the power held, widened
         by ``margin_c``: the network's bounds at the present power (`ThermalNetwork.range_c`),

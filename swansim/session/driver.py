@@ -254,6 +254,9 @@ class FastForwardDriver:
         last_start_s = min(until_s, owner.holds_until(t0))
         if last_start_s < math.inf:
             n = min(n, math.ceil((last_start_s - t0) / latency_s))
+        steady_s = dev.battery.loss_steady_for_s() if dev.battery is not None else math.inf
+        if steady_s < math.inf:   # ends before the charger's loss may step (`Device.quiet_stretch`)
+            n = min(n, math.floor(steady_s / latency_s))
         if n < 2:
             return 0
 
