@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
+import signal
 import sys
+import threading
 from typing import Callable
 
 from swansim import __version__
@@ -82,6 +84,9 @@ def guarded(fn: Callable[[], int | None], prog: str) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            # an impatient second Ctrl-C must not cut the exit short (Python would die of it: -2)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         print(f"{prog}: interrupted; files already complete are kept, none is half written", file=sys.stderr)
         return 130
 
