@@ -41,12 +41,17 @@ CHARGER_POWER_W = 10.0
 CV_START_PCT, CV_END_FRACTION, CV_STEPS = 70.0, 0.03, 20
 
 
+def cv_step(soc_pct: float) -> int:
+    """Which of the constant-voltage phase's steps ``soc_pct`` is in (0: constant current, or
+    the first step's share of it)."""
+    if soc_pct <= CV_START_PCT:
+        return 0
+    return min(CV_STEPS, math.floor((soc_pct - CV_START_PCT) / (100.0 - CV_START_PCT) * CV_STEPS))
+
+
 def cv_taper(soc_pct: float) -> float:
     """The cell's charge power at ``soc_pct``, as a share of the constant-current phase's."""
-    if soc_pct <= CV_START_PCT:
-        return 1.0
-    k = min(CV_STEPS, math.floor((soc_pct - CV_START_PCT) / (100.0 - CV_START_PCT) * CV_STEPS))
-    return 1.0 - (1.0 - CV_END_FRACTION) * k / CV_STEPS
+    return 1.0 - (1.0 - CV_END_FRACTION) * cv_step(soc_pct) / CV_STEPS
 
 
 class Battery:
@@ -129,9 +134,7 @@ class Battery:
         if self.full:
             return math.inf
         rate_w = self.efficiency * self.charger_power_w * self._taper
-        step_pct = (100.0 - CV_START_PCT) / CV_STEPS
-        k = max(0, math.floor((self.soc_pct - CV_START_PCT) / step_pct))
-        next_pct = min(100.0, CV_START_PCT + step_pct * (k + 1))
+        next_pct = min(100.0, CV_START_PCT + (100.0 - CV_START_PCT) * (cv_step(self.soc_pct) + 1) / CV_STEPS)
         return max(0.0, (next_pct - self.soc_pct) / 100.0 * self.capacity_j / rate_w)
 
     # -- the account --------------------------------------------------------------------------

@@ -375,9 +375,9 @@ class WaltPlacement:
       under these rules, 0.48 s, Fig. 2a's point within 3%.) Under the reference's balance,
       which moved whichever task had the most demand, running or not, the depthwise defaults'
       batches alternated between placements at fixed caps (ShuffleNetV2's 4.2 or 5.3 s) and
-      six warm batches fast-forwarded 7.6% (MobileNetV2) and 11.6% (ShuffleNetV2) late; in the kernels' order they do not alternate (1.1% and 3.0%; the
-      reference: 1.4% and 5.2%), and ResNet-34's on a hot Pixel 3 fast-forwards 0.5% short over
-      100 batches.
+      six warm batches fast-forwarded 7.6% (MobileNetV2) and 11.6% (ShuffleNetV2) late; in
+      the kernels' order they do not alternate (1.1% and 3.0%; the reference: 1.4% and 5.2%),
+      and ResNet-34's on a hot Pixel 3 fast-forwards 0.5% short over 100 batches.
     - A CPU's capacity is its capacity at the top clock scaled by its cluster's clock cap
       (`_follow_caps`), so a CPU kept busy at its cap has no spare.
 
@@ -821,8 +821,9 @@ class WaltPlacement:
         balances a domain once a balance interval (its CPU count in ms: no busy_factor while
         idle) has passed since it went idle - its periodic or nohz idle balance, taken at the
         next replan. From the CPU with the most load per capacity it detaches one queued task:
-        never the one running there (can_migrate_task: task_running), the most recently enqueued first (detach_tasks takes the head of
-        cfs_tasks, where account_entity_enqueue adds), first only one that fits a smaller
+        never the one running there (can_migrate_task: task_running), the most recently
+        enqueued first (detach_tasks takes the head of cfs_tasks, where account_entity_enqueue
+        adds), first only one that fits a smaller
         destination (LBF_IGNORE_BIG_TASKS), then any (the redo without it), and no more
         (CONFIG_PREEMPT: a newly idle balance stops after one task). With nothing queued to
         detach, active balance pushes a smaller CPU's running misfit task to the idle bigger CPU
