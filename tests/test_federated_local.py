@@ -215,6 +215,20 @@ def test_a_checkpoint_of_another_run_fails_before_the_prefill(tmp_path, monkeypa
     assert e.value.where.endswith("pytorch-default.log")
 
 
+def test_a_misspelt_task_is_named_as_the_model_not_as_missing_local_steps(tmp_path):
+    """The generic fleet asks a model outside the paper's tasks for its local steps; the policies'
+    fleet trains only those tasks, so a typo in the model is reported as one, before any work."""
+    from dataclasses import replace
+
+    from swansim.errors import InputError
+    from swansim.federated.local import run_policy_fleet
+
+    with pytest.raises(InputError) as e:
+        run_policy_fleet(replace(CFG, model="resnet43", local_steps=None), tmp_path / "x", jobs=1, progress=False)
+    assert e.value.field == "model" and "resnet43" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "x").exists()
+
+
 def test_a_fleet_simulates_ahead_only_what_its_policies_run():
     """The prefill follows the policies: the default's one choice, Swan's pinned choice space,
     a baseline's placement; two policies that run the same batches share their keys."""

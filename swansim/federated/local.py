@@ -291,9 +291,11 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     filled with `likely_keys` over a process pool, and saved back after the run."""
 
     from swansim import checks
-    from swansim.federated.fleet import build_population, check_resume, check_run, run_validated, validate
+    from swansim.federated.fleet import WHERE, build_population, check_resume, check_run, run_validated, validate
     from swansim.pool import check_jobs
 
+    if isinstance(config.model, str) and config.model not in SWAN_TASKS:   # (else `validate` asks for local_steps)
+        raise InputError(WHERE, "model", f"{config.model!r} is not a Swan task (known: {', '.join(SWAN_TASKS)})")
     validate(config, no_limit=no_limit)
     jobs = check_jobs(jobs)
     check_run(jobs, dask_address, out_dir)
