@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 import swansim
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.plots import adaptation_timeline
 from swansim.results import write_manifest
 from swansim.pool import run_all
@@ -59,7 +59,8 @@ def main() -> dict:
     return summaries
 
 
-def _cli() -> None:
+def _cli(argv=None) -> None:
+    Parser(description=__doc__.splitlines()[0]).parse_args(argv)   # no options: anything else is a mistake
     for policy, s in main().items():
         print(f"{policy}: {s['batches']} batches, {s['latency_s']:.3f} s/batch, Work-like score drop "
               f"{s['ux_score_drop_pct']:.1f} %")

@@ -5,19 +5,22 @@ profile's cpufreq (schedutil) and thermal governors. Writes per run a timeline (
 frequency caps, throughput vs time) and a summary table: time to first throttle, sustained
 throughput over the last 10 minutes, peak skin and battery temperatures.
 
-Run: .venv/bin/python experiments/thermal_throttling.py [minutes]
+Run: .venv/bin/python experiments/thermal_throttling.py [minutes] [--jobs N]
 """
 from __future__ import annotations
 
 import sys
 
-from swansim.cli import guarded
+from swansim.cli import Parser, guarded
 from swansim.runs.thermal import ThermalConfig, format_summary, run_thermal
 
 
-def _cli() -> None:
-    minutes = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
-    print(format_summary(run_thermal(ThermalConfig(minutes=minutes), "results/thermal")))
+def _cli(argv=None) -> None:
+    ap = Parser(description=__doc__.splitlines()[0])
+    ap.add_argument("minutes", nargs="?", type=float, default=30.0, help="simulated minutes per load (default: 30)")
+    ap.add_argument("--jobs", type=int, default=None)
+    args = ap.parse_args(argv)
+    print(format_summary(run_thermal(ThermalConfig(minutes=args.minutes), "results/thermal", jobs=args.jobs)))
 
 
 if __name__ == "__main__":

@@ -234,12 +234,23 @@ def test_one_line_error_from_a_fresh_process():
     ("ux_raise.py", ["--devices", "nokia3310"], "--devices: 'nokia3310': unknown profile"),
     ("where_threads_run.py", ["--choice", "48"], "--choice: '48': cpus must be distinct and below 8 on pixel3"),
     ("calibrate_runtime.py", ["--placement", "walt-bogus"], "--placement: 'walt-bogus': unknown placement"),
+    ("thermal_throttling.py", ["0.1"], "--minutes: 0.1: must be a finite number of minutes from 0.5 to 600"),
 ])
 def test_an_experiment_scripts_bad_input_is_one_line(script, args, message, tmp_path):
     r = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "experiments" / script), *args],
                        capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.startswith(f"{script}: error: {message}")
     assert len(r.stderr.strip().splitlines()) == 1 and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (Path(__file__).parents[1] / "experiments").glob("*.py")))
+def test_every_experiment_script_refuses_an_option_it_does_not_have(script, tmp_path):
+    """A mistyped option must not be ignored while the script runs for minutes (two once were)."""
+    r = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "experiments" / script), "--no-such-option"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr == f"{script}: error: command line: arguments: unrecognized arguments: " \
+                                             "--no-such-option\n"
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_sensitivity_resume_refuses_rows_from_other_code(tmp_path):
