@@ -15,13 +15,14 @@ Run: .venv/bin/python benchmarks/bench_batch.py [--batches 2] [--models resnet34
 """
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
 import time
 import tracemalloc
 
 from _bare import bare_event_s
 
+from swansim.cli import Parser, guarded
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import Choice, parse_choice, pytorch_default
 from swansim.dnn.runtime import load_runtime
@@ -76,7 +77,7 @@ def phone_bytes(spec: DeviceSpec, model: str) -> int:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--models", default=",".join(SWAN_TASKS))
     ap.add_argument("--choices", default=",".join(CHOICES))
@@ -107,4 +108,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main, "bench_batch.py"))

@@ -17,14 +17,15 @@ Run: .venv/bin/python benchmarks/bench_fastforward.py [--batches 100]
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import math
+import sys
 import time
 
 from _bare import bare_event_s
 
 from swansim.batchmodel import BatchKey, FastForward, check_fast_forward
+from swansim.cli import Parser, guarded
 from swansim.device import Device
 from swansim.dnn.choices import parse_choice, pytorch_default
 from swansim.hw.profile import Catalogue
@@ -33,7 +34,7 @@ REPEATS = 3
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=100)
     n = ap.parse_args(argv).batches
     spec = Catalogue.load().device("pixel3")
@@ -85,4 +86,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main, "bench_fastforward.py"))

@@ -15,16 +15,17 @@ Run: .venv/bin/python benchmarks/bench_fleet.py [--clients 2400] [--per-round 10
 """
 from __future__ import annotations
 
-import argparse
 import math
 import resource
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from swansim.cli import Parser, guarded
 from swansim.federated import fedavg
 from swansim.federated.local import run_policy_fleet
 from swansim.federated.fleet import FleetConfig, build_population
@@ -78,7 +79,7 @@ def peak_rss_mib() -> tuple[float, float]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=2400)
     ap.add_argument("--per-round", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=20)
@@ -114,4 +115,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main, "bench_fleet.py"))

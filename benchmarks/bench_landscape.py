@@ -8,16 +8,17 @@ Run: .venv/bin/python benchmarks/bench_landscape.py [--model shufflenet_v2_x2_0]
 """
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 
 from _bare import bare_event_s
 
+from swansim.cli import Parser, guarded
 from swansim.runs.landscape import landscape_frame
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="pixel3")
     ap.add_argument("--model", default="shufflenet_v2_x2_0")
     ap.add_argument("--jobs", default="1,2")
@@ -37,4 +38,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded(main, "bench_landscape.py"))

@@ -9,11 +9,13 @@ Run: .venv/bin/python benchmarks/bench_sched.py
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
 from _bare import bare_event_s
 
+from swansim.cli import Parser, guarded
 from swansim.device import Device, DeviceConfig
 from swansim.hw.profile import Catalogue
 from swansim.kernel.sched import L3Use
@@ -41,7 +43,8 @@ def churn(n_threads: int, sim_s: float, seed: int = 0, l3: L3Use | None = None) 
     return time.process_time() - t0, dev.sched.n_replans
 
 
-if __name__ == "__main__":
+def main(argv=None) -> None:
+    Parser(description=__doc__.splitlines()[0]).parse_args(argv)
     print(f"{'threads':>7} {'replans':>9} {'bare events/replan':>19} {'with L3 stakes':>15}")
     for n in (2, 8, 16):
         bare = bare_event_s(100_000, 2)
@@ -49,3 +52,7 @@ if __name__ == "__main__":
         cpu_l3, replans_l3 = churn(n, 20.0, l3=APP_L3)
         bare = (bare + bare_event_s(100_000, 2)) / 2
         print(f"{n:>7} {replans:>9} {cpu / replans / bare:>19.1f} {cpu_l3 / replans_l3 / bare:>15.1f}")
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main, "bench_sched.py"))

@@ -14,6 +14,7 @@ import time
 
 from _bare import bare_event_s
 
+from swansim.cli import Parser, guarded
 from swansim.device import Device, DeviceConfig
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.runs.thermal import load_cpus
@@ -31,9 +32,11 @@ def one_run(spec: DeviceSpec, load: str, chunk_flops: float, thermal_governor: s
             "cpufreq_evals": sum(getattr(p.governor, "n_evaluations", 0) for p in dev.cpufreq)}
 
 
-if __name__ == "__main__":
-    device = sys.argv[1] if len(sys.argv) > 1 else "pixel3"
-    spec = Catalogue.load().device(device, "argument")
+def main(argv=None) -> None:
+    ap = Parser(description=__doc__.splitlines()[0])
+    ap.add_argument("device", nargs="?", default="pixel3")
+    device = ap.parse_args(argv).device
+    spec = Catalogue.load().device(device, "device")
     print(f"{device}: {SIM_S / 60:.0f} simulated minutes per run")
     print(f"{'load':<7} {'thermal':<16} {'chunk':>6} {'bare events/sim s':>18} {'replans':>8} {'polls':>6} {'cpufreq':>8}")
     for load in ("big", "little"):
@@ -44,3 +47,7 @@ if __name__ == "__main__":
                 bare = (bare + bare_event_s(100_000, 2)) / 2
                 print(f"{load:<7} {gov or 'profile':<16} {chunk:>6.0e} {r['cpu_s'] / SIM_S / bare:>18.1f} "
                       f"{r['replans']:>8} {r['polls']:>6} {r['cpufreq_evals']:>8}")
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main, "bench_thermal.py"))

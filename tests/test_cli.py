@@ -243,13 +243,14 @@ def test_an_experiment_scripts_bad_input_is_one_line(script, args, message, tmp_
     assert len(r.stderr.strip().splitlines()) == 1 and not any(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in (Path(__file__).parents[1] / "experiments").glob("*.py")))
-def test_every_experiment_script_refuses_an_option_it_does_not_have(script, tmp_path):
-    """A mistyped option must not be ignored while the script runs for minutes (two once were)."""
-    r = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "experiments" / script), "--no-such-option"],
-                       capture_output=True, text=True, cwd=tmp_path)
-    assert r.returncode == 2 and r.stderr == f"{script}: error: command line: arguments: unrecognized arguments: " \
-                                             "--no-such-option\n"
+@pytest.mark.parametrize("script", sorted([*(Path(__file__).parents[1] / "experiments").glob("*.py"),
+                                           *(Path(__file__).parents[1] / "benchmarks").glob("bench_*.py")]),
+                         ids=lambda p: p.name)
+def test_every_script_refuses_an_option_it_does_not_have(script, tmp_path):
+    """A mistyped option must not be ignored while the script runs for minutes (three once were)."""
+    r = subprocess.run([sys.executable, str(script), "--no-such-option"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr == f"{script.name}: error: command line: arguments: unrecognized " \
+                                             "arguments: --no-such-option\n"
     assert not any(tmp_path.iterdir())
 
 
