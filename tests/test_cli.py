@@ -532,6 +532,8 @@ def test_demo_command_writes_what_its_manifest_lists_and_reruns_byte_identical(s
     (["compare", "--set", "ambient_c=25,25"], "--set"),                       # a value swept twice
     (["run", "--set", "ambient_c=25", "--set", "ambient_c=30"], "--set"),     # a field set twice
     (["run", "--perfetto", ""], "--perfetto"),                               # no silent 'no trace'
+    (["run", "--runtime", "ncnn"], "--runtime"),                             # an inference engine does not train
+    (["landscape", "--runtime", "ncnn"], "--runtime"),                       # (--mode infer: it may)
 ])
 def test_one_rule_per_input_before_any_work(argv, where, tmp_path):
     with tripwire():

@@ -159,6 +159,11 @@ class Runtime:
     blas: BlasParams | None = None   # None: GEMMs run on the calling thread (no BLAS pool)
     nnpack: NnpackParams | None = None   # None: no convolution takes NNPACK
 
+    @property
+    def trains(self) -> bool:
+        """Do its ops define the backward phases? (ncnn's, an inference engine's, do not.)"""
+        return all("bwd_input" in op.split for op in self.ops.values() if "fwd" in op.split)
+
     def family_of(self, uarch: str) -> str:
         """The core family of a uarch name (by fragment, e.g. "cortex-a55" -> "inorder")."""
         u = uarch.lower()

@@ -87,7 +87,8 @@ class RunConfig:
             raise InputError("--model", "model", f"unknown model {self.model!r} (Swan's tasks: {', '.join(SWAN_TASKS)}; "
                                                  f"the zoo: {', '.join(m for m in MODELS if m not in SWAN_TASKS)})")
         policy_class(self.policy)
-        load_runtime(self.runtime)
+        if not load_runtime(self.runtime).trains:
+            raise InputError("--runtime", self.runtime, "an inference-only runtime (no backward phases): a run trains")
         if self.duration_s is None:
             if self.bench_at_s is None:
                 raise InputError("--duration", "duration_s", "a run without a duration needs a benchmark session (--bench-at)")
