@@ -29,5 +29,6 @@ def run(args) -> int:
     else:
         print(describe(cfg))
         print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-        print("speedup and energy_vs_baseline: relative to the default row (PyTorch's default threads, no affinity)")
+        print("speedup and energy_vs_baseline: relative to the default row (as many threads as big cores, no "
+              "affinity: PyTorch's default)")
     return 0
