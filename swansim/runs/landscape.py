@@ -88,8 +88,9 @@ class LandscapeConfig:
         soc = spec.soc
         checks.one_of(self.model, "--model", sorted(MODELS), "model")
         checks.one_of(self.runtime, "--runtime", sorted(p.stem for p in RUNTIME_DIR.glob("*.toml")), "runtime")
+        rt = load_runtime(self.runtime)
         checks.one_of(self.mode, "--mode", ("train", "infer"), "mode")
-        if self.mode == "train" and not load_runtime(self.runtime).trains:
+        if self.mode == "train" and not rt.trains:
             raise InputError("--runtime", self.runtime, "an inference-only runtime (no backward phases): "
                                                         "use --mode infer")
         checks.one_of(self.governor, "--governor", sorted(GOVERNORS), "governor")
