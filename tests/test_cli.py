@@ -532,6 +532,10 @@ def test_demo_command_writes_what_its_manifest_lists_and_reruns_byte_identical(s
     (["compare", "--set", "ambient_c=25,25"], "--set"),                       # a value swept twice
     (["run", "--set", "ambient_c=25", "--set", "ambient_c=30"], "--set"),     # a field set twice
     (["run", "--perfetto", ""], "--perfetto"),                               # no silent 'no trace'
+    (["fleet", "--devices", "pixel3:x"], "--devices"),                       # a weight that is no number
+    (["fleet", "--devices", "nokia3310"], "--devices"),                      # the config's own checks, named
+    (["fleet", "--devices", "pixel3,pixel3:2"], "--devices"),                # as the option
+    (["fleet", "--devices", ","], "--devices"),
     (["run", "--runtime", "ncnn"], "--runtime"),                             # an inference engine does not train
     (["landscape", "--runtime", "ncnn"], "--runtime"),                       # (--mode infer: it may)
 ])
@@ -540,6 +544,17 @@ def test_one_rule_per_input_before_any_work(argv, where, tmp_path):
         rc, _, err = run_main(argv + ["--out", str(tmp_path / "o")])
     assert_one_line_error(rc, err, where)
     assert not (tmp_path / "o").exists()
+
+
+def test_the_fleets_phone_mix_is_an_option():
+    """``--devices NAME[:WEIGHT],...`` is the config's (profile, weight) pairs, a weight 1 if left out."""
+    from swansim.cli import build_parser
+    from swansim.cli.common import config_from
+    from swansim.federated.fleet import FleetConfig
+
+    args = build_parser().parse_args(["fleet", "--devices", "pixel3, galaxy-s10e:2.5", "--out", "x"])
+    assert config_from(args, FleetConfig).devices == (("pixel3", 1.0), ("galaxy-s10e", 2.5))
+    assert config_from(build_parser().parse_args(["fleet", "--out", "x"]), FleetConfig).devices == ()
 
 
 # What a profile file may not say, --set may not say either (the loader reads it again).

@@ -653,7 +653,7 @@ def test_a_fleets_loan_takes_its_configured_charger_reading(tmp_path, monkeypatc
     (dict(policies=("a", "a")), "policies"), (dict(baseline="nope"), "baseline"),
     (dict(devices=(("rk3588-board", 1.0),)), "devices"), (dict(devices=(("pixel3", -1.0),)), "devices.pixel3"),
     (dict(trace="/no/such/trace"), "trace"), (dict(seed=True), "seed"), (dict(shifts=25), "shifts"),
-    (dict(charger_budget="wall"), "charger_budget"),
+    (dict(charger_budget="wall"), "charger_budget"), (dict(devices=(("pixel3", 1.0), ("pixel3", 2.0))), "devices"),
 ])
 def test_bad_config_is_one_line_before_any_work(tmp_path, change, field):
     with pytest.raises(InputError) as e:

@@ -35,15 +35,43 @@ def out_under(out: str, name: str):
 
 
 
+class Weighted:
+    """An option's kind for a tuple of (name, weight) pairs, typed ``NAME[:WEIGHT],...``."""
+
+
 def _kind(hint):
-    """An option's type from a field's: bool, int, float, str, or list (a tuple of names)."""
+    """An option's type from a field's: bool, int, float, str, list (a tuple of names) or
+    `Weighted` (a tuple of (name, weight) pairs)."""
     import typing
 
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     base = args[0] if type(None) in typing.get_args(hint) else hint
     if typing.get_origin(base) is tuple:
-        return list
+        inner = typing.get_args(base)
+        return Weighted if inner and typing.get_origin(inner[0]) is tuple else list
     return base if base in (bool, int, float, str) else str
+
+
+def weighted_names(text: str, flag: str) -> tuple[tuple[str, float], ...]:
+    """``"pixel3,galaxy-s10e:2"`` as ``(("pixel3", 1.0), ("galaxy-s10e", 2.0))``; a weight that
+    is not a number is refused here, the names and the weights' range by the config's check."""
+    import math
+
+    from swansim.errors import InputError
+
+    if text and not listed(text):
+        raise InputError(flag, repr(text), "no name in the list (leave the option out for the default)")
+    pairs = []
+    for item in listed(text) if text else ():
+        name, _, weight = item.partition(":")
+        try:
+            w = float(weight) if weight else 1.0
+        except ValueError:
+            w = math.nan
+        if not math.isfinite(w):
+            raise InputError(flag, item, "expected NAME or NAME:WEIGHT, the weight a number")
+        pairs.append((name, w))
+    return tuple(pairs)
 
 
 def add_options(p: argparse.ArgumentParser, config) -> None:
@@ -72,6 +100,9 @@ def add_options(p: argparse.ArgumentParser, config) -> None:
         help_text = md["help"].replace("%", "%%")
         if kind is list:
             help_text += ", comma-separated"
+        if kind is Weighted:
+            help_text += ", comma-separated NAME[:WEIGHT] (weight 1 if left out)"
+            default, kind = ",".join(f"{n}:{w:g}" for n, w in default), str
         if md["known"] is not None:
             help_text += f"; known: {', '.join(md['known']())}"
         if kind is bool:
@@ -91,13 +122,15 @@ def config_from(args: argparse.Namespace, config, **values):
     and ``values`` for the fields the command fills itself."""
     import typing
 
-    from swansim.options import documented
+    from swansim.options import documented, flag_of
 
     hints = typing.get_type_hints(config)
     for f in documented(config):
         if f.name not in values and hasattr(args, f.name):
-            v = getattr(args, f.name)
-            values[f.name] = split_names(v) if _kind(hints[f.name]) is list and isinstance(v, str) else v
+            v, kind = getattr(args, f.name), _kind(hints[f.name])
+            if kind is Weighted and isinstance(v, str):
+                v = weighted_names(v, flag_of(f))
+            values[f.name] = split_names(v) if kind is list and isinstance(v, str) else v
     return config(**values)
 
 
@@ -112,7 +145,7 @@ def as_options(config, where: str):
     try:
         yield
     except InputError as e:
-        f = {f.name: f for f in documented(config)}.get(e.field)
+        f = {f.name: f for f in documented(config)}.get(e.field.split(".")[0])   # ("devices.pixel3": --devices)
         if e.where != where or f is None or not f.metadata["cli"]:
             raise
         raise InputError(flag_of(f), e.field, e.reason, e.line) from None

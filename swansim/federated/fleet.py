@@ -96,8 +96,8 @@ class FleetConfig:
     trace: str = option("synthetic", help="'synthetic', a trace-set directory, a FLASH .json or a FedScale pickle")
     trace_days: int = option(7, help="days of synthetic traces")
     shifts: int = option(SHIFTS, help="copies of each base user, one hour apart")
-    devices: tuple[tuple[str, float], ...] = option((), cli=False, help="(profile, weight) pairs (default: the Swan "
-                                                                        "paper's five phones, equally)")
+    devices: tuple[tuple[str, float], ...] = option((), help="(profile, weight) pairs: the phones' mix (default: "
+                                                            "the Swan paper's five phones, equally)")
     alpha: float = option(1.0, help="Synthetic(alpha, beta)'s alpha (FedProx's most heterogeneous setting: 1)")
     beta: float = option(1.0, help="Synthetic(alpha, beta)'s beta")
     test_samples: int = option(10_000, help="the test set's samples")
@@ -233,6 +233,8 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: 
             if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)):
                 raise InputError(WHERE, "devices", f"expected (profile, weight), got {entry!r}")
             name, weight = entry
+            if [d for d, _ in c.devices].count(name) > 1:
+                raise InputError(WHERE, "devices", f"{name!r} given twice (one weight a profile)")
             if name not in catalogue.devices:
                 raise InputError(WHERE, "devices", f"unknown profile {name!r} (known: {', '.join(catalogue.devices)})")
             if not catalogue.devices[name].battery_capacity_j:
