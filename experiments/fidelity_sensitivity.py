@@ -21,6 +21,10 @@ one warm-up and two measured batches, schedutil). Variants:
                     it found at start (a process pinned before the library loaded)
   wait=libgomp      libgomp's documented spin count with OMP_WAIT_POLICY unset (300,000 polls,
                     GOMP_SPINCOUNT in the libgomp manual) in place of the runtime's fitted count
+  wake=wfi          the in-order cores' (A55) wake-up latency at their WFI exit, 43 us (the
+                    Pixel 3's cpuidle table: kdrag0n/proton_bluecross sdm845-pm.dtsi, little
+                    CPUs' qcom,pm-cpu-level@0 "wfi" latency-us), in place of the fitted 0.7 ms
+                    (at its bound, above even their power-collapse exit, 461 us)
   blas=off          no OpenBLAS pool: every GEMM on the calling thread (the runtime's other
                     figures as fitted with the pool)
   blas-threads=4    OpenBLAS's pool capped at 4 threads (OPENBLAS_NUM_THREADS=4, or a build
@@ -66,20 +70,21 @@ from swansim.batchmodel import BatchKey, code_fingerprint, simulate_batch
 from swansim.cli import Parser, guarded
 from swansim.errors import InputError
 from swansim.dnn.choices import enumerate_choices, pytorch_default
-from swansim.dnn.runtime import load_runtime, with_blas
+from swansim.dnn.runtime import load_runtime, with_blas, with_paths
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import SWAN_PHONES, Catalogue, DeviceSpec
 from swansim.pool import run_all
 
-VARIANTS = ("reference", "group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4",
-            "blas=off", "blas=per-call", "upmigrate=71/65", "upmigrate=80/80", "core_ctl=off", "fallback=previous",
+VARIANTS = ("reference", "group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "wake=wfi",
+            "blas-threads=4", "blas=off", "blas=per-call", "upmigrate=71/65", "upmigrate=80/80", "core_ctl=off", "fallback=previous",
             "kernel=wakeup", "app=messaging", "fallback=previous+app=messaging")
 # which variants change the pinned rows (the others re-run the default row only)
-REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "blas-threads=4", "blas=off",
+REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "wake=wfi", "blas-threads=4", "blas=off",
                "blas=per-call", "fallback=previous", "app=messaging", "fallback=previous+app=messaging")
 KMP_BLOCKTIME_S = 0.2     # LLVM libomp's default KMP_BLOCKTIME (openmp.llvm.org runtime docs)
 GOMP_THROTTLED_SPINS = 100   # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset, threads > CPUs
 GOMP_DEFAULT_SPINS = 300_000  # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset
+A55_WFI_EXIT_S = 43e-6    # sdm845-pm.dtsi (kdrag0n/proton_bluecross): little CPUs' "wfi" level, latency-us 43
 ROW_FIELDS = ["device", "model", "variant", "choice", "kind", "latency_s", "energy_j"]
 
 
@@ -94,6 +99,8 @@ def _runtime(variant: str, cat: Catalogue):
         return replace(rt, spin_iterations=GOMP_THROTTLED_SPINS)
     if variant == "wait=libgomp":
         return replace(rt, spin_iterations=GOMP_DEFAULT_SPINS)
+    if variant == "wake=wfi":
+        return with_paths(rt, {"family.inorder.wake_latency_s": A55_WFI_EXIT_S})
     if variant == "blas-threads=4":
         return with_blas(rt, max_threads=4)
     if variant == "blas=off":
