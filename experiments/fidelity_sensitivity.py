@@ -76,11 +76,11 @@ from swansim.hw.profile import SWAN_PHONES, Catalogue, DeviceSpec
 from swansim.pool import run_all
 
 VARIANTS = ("reference", "group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "wake=wfi",
-            "blas-threads=4", "blas=off", "blas=per-call", "upmigrate=71/65", "upmigrate=80/80", "core_ctl=off", "fallback=previous",
-            "kernel=wakeup", "app=messaging", "fallback=previous+app=messaging")
+            "blas-threads=4", "blas=off", "blas=per-call", "upmigrate=71/65", "upmigrate=80/80", "core_ctl=off",
+            "fallback=previous", "kernel=wakeup", "app=messaging", "fallback=previous+app=messaging")
 # which variants change the pinned rows (the others re-run the default row only)
-REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "wake=wfi", "blas-threads=4", "blas=off",
-               "blas=per-call", "fallback=previous", "app=messaging", "fallback=previous+app=messaging")
+REDO_PINNED = ("group=foreground", "wait=libomp", "wait=throttled", "wait=libgomp", "wake=wfi", "blas-threads=4",
+               "blas=off", "blas=per-call", "fallback=previous", "app=messaging", "fallback=previous+app=messaging")
 KMP_BLOCKTIME_S = 0.2     # LLVM libomp's default KMP_BLOCKTIME (openmp.llvm.org runtime docs)
 GOMP_THROTTLED_SPINS = 100   # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset, threads > CPUs
 GOMP_DEFAULT_SPINS = 300_000  # libgomp manual, GOMP_SPINCOUNT: OMP_WAIT_POLICY unset

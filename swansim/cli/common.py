@@ -34,7 +34,6 @@ def out_under(out: str, name: str):
     return Path(out) / name
 
 
-
 class Weighted:
     """An option's kind for a tuple of (name, weight) pairs, typed ``NAME[:WEIGHT],...``."""
 
@@ -59,10 +58,11 @@ def weighted_names(text: str, flag: str) -> tuple[tuple[str, float], ...]:
 
     from swansim.errors import InputError
 
-    if text and not listed(text):
+    items = listed(text) if text else ()
+    if text and not items:
         raise InputError(flag, repr(text), "no name in the list (leave the option out for the default)")
     pairs = []
-    for item in listed(text) if text else ():
+    for item in items:
         name, _, weight = item.partition(":")
         try:
             w = float(weight) if weight else 1.0
