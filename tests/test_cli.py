@@ -247,7 +247,7 @@ def test_an_experiment_scripts_bad_input_is_one_line(script, args, message, tmp_
                                            *(Path(__file__).parents[1] / "benchmarks").glob("bench_*.py")]),
                          ids=lambda p: p.name)
 def test_every_script_refuses_an_option_it_does_not_have(script, tmp_path):
-    """A mistyped option must not be ignored while the script runs for minutes (three once were)."""
+    """A mistyped option must not be ignored while the script runs for minutes (two once were)."""
     r = subprocess.run([sys.executable, str(script), "--no-such-option"], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2 and r.stderr == f"{script.name}: error: command line: arguments: unrecognized " \
                                              "arguments: --no-such-option\n"
