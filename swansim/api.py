@@ -28,10 +28,13 @@ def fleet(model: str = "resnet34", policies=("swan", "pytorch-default"), out: st
     ``model`` the Swan task whose training cost the phones pay; ``policies`` the policies compared
     (a list or a comma-separated string); ``out`` the output directory; ``jobs`` processes
     (default every core; results do not depend on it); ``progress`` a bar on stderr;
-    ``no_limit`` lifts the bound of 5 million client-batches."""
+    ``no_limit`` lifts the bound of 5 million client-batches; ``devices`` the phones' mix, as
+    ``"pixel3,galaxy-s10e:2"``, ``{"pixel3": 1, "galaxy-s10e": 2}`` or (name, weight) pairs."""
     from swansim.federated.local import run_policy_fleet
 
     where = "swansim.fleet"
+    if "devices" in config:   # as the command line takes them, or a mapping, or pairs
+        config["devices"] = checks.weighted(config["devices"], f"{where}(devices=...)")
     cfg = FleetConfig(**checks.keywords({"model": model, "policies": checks.listed(policies, f"{where}(policies=...)"),
                                          **config}, FleetConfig, where))
     result, _ = run_policy_fleet(cfg, out, jobs, progress=progress, no_limit=no_limit)

@@ -77,6 +77,31 @@ def listed(value, where: str = "value") -> tuple:
         raise InputError(where, shown(value), "expected a comma-separated string or a list") from None
 
 
+def weighted(value, where: str = "value") -> tuple[tuple[str, float], ...]:
+    """One rule for (name, weight) arguments: ``"pixel3,galaxy-s10e:2"`` (a weight 1 if left
+    out), a mapping ``{name: weight}`` or pairs, as ``(("pixel3", 1.0), ("galaxy-s10e", 2.0))``.
+    A weight that is not a finite number is refused here; the names and the weights' range are
+    the caller's to check."""
+    if isinstance(value, str):
+        items = listed(value)
+        if value.strip() and not items:
+            raise InputError(where, repr(value), "no name in the list (leave it out for the default)")
+        pairs = [(item, *item.split(":", 1)) if ":" in item else (item, item, 1.0) for item in items]
+    else:
+        pairs = [(shown(p), *p) if isinstance(p, (tuple, list)) and len(p) == 2 else (shown(p), None, None)
+                 for p in (value.items() if isinstance(value, dict) else listed(value, where))]
+    out = []
+    for label, name, weight in pairs:
+        try:
+            w = math.nan if isinstance(weight, bool) else float(weight)
+        except (TypeError, ValueError):
+            w = math.nan
+        if not (isinstance(name, str) and math.isfinite(w)):
+            raise InputError(where, label, "expected NAME or NAME:WEIGHT, the weight a number")
+        out.append((name, w))
+    return tuple(out)
+
+
 def keywords(kwargs: dict, config, where: str) -> dict:
     """``kwargs`` if each is a field of the dataclass ``config`` (or one of the names
     ``config`` lists); else one InputError naming the keyword as the caller spelled it, the

@@ -593,7 +593,7 @@ def test_the_trace_may_not_be_a_file_the_run_writes(tmp_path):
     assert not out.exists()
 
 
-def test_the_api_takes_numpy_seeds_and_names_as_a_string():
+def test_the_api_takes_numpy_seeds_and_names_as_a_string(tmp_path):
     import numpy as np
 
     import swansim
@@ -605,6 +605,11 @@ def test_the_api_takes_numpy_seeds_and_names_as_a_string():
         swansim.run("pixel3", "resnet34", "swan", duration_s=1, trace=123, progress=False)
     with tripwire(), pytest.raises(WorkStarted):   # "pixel3" is one device, not six
         swansim.compare(devices="pixel3", models="resnet34", policies="pytorch-default", duration_s=1, ux=False)
+    for devices in ("pixel3,galaxy-s10e:2", {"pixel3": 1, "galaxy-s10e": 2}, [("pixel3", 1), ("galaxy-s10e", 2)]):
+        with tripwire(), pytest.raises(WorkStarted):   # the fleet's phone mix as the command line takes it, or as data
+            swansim.fleet(devices=devices, rounds=1, out=tmp_path / "f", progress=False)
+    with pytest.raises(InputError, match=r"^swansim\.fleet\(devices=\.\.\.\): pixel3:two: "):
+        swansim.fleet(devices="pixel3:two", out=tmp_path / "g", progress=False)
 
 
 _JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),

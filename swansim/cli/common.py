@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from swansim.checks import listed
+from swansim.checks import listed, weighted
 
 
 def add_jobs(p: argparse.ArgumentParser) -> None:
@@ -49,29 +49,6 @@ def _kind(hint):
         inner = typing.get_args(base)
         return Weighted if inner and typing.get_origin(inner[0]) is tuple else list
     return base if base in (bool, int, float, str) else str
-
-
-def weighted_names(text: str, flag: str) -> tuple[tuple[str, float], ...]:
-    """``"pixel3,galaxy-s10e:2"`` as ``(("pixel3", 1.0), ("galaxy-s10e", 2.0))``; a weight that
-    is not a number is refused here, the names and the weights' range by the config's check."""
-    import math
-
-    from swansim.errors import InputError
-
-    items = listed(text) if text else ()
-    if text and not items:
-        raise InputError(flag, repr(text), "no name in the list (leave the option out for the default)")
-    pairs = []
-    for item in items:
-        name, _, weight = item.partition(":")
-        try:
-            w = float(weight) if weight else 1.0
-        except ValueError:
-            w = math.nan
-        if not math.isfinite(w):
-            raise InputError(flag, item, "expected NAME or NAME:WEIGHT, the weight a number")
-        pairs.append((name, w))
-    return tuple(pairs)
 
 
 def add_options(p: argparse.ArgumentParser, config) -> None:
@@ -129,7 +106,7 @@ def config_from(args: argparse.Namespace, config, **values):
         if f.name not in values and hasattr(args, f.name):
             v, kind = getattr(args, f.name), _kind(hints[f.name])
             if kind is Weighted and isinstance(v, str):
-                v = weighted_names(v, flag_of(f))
+                v = weighted(v, flag_of(f))
             values[f.name] = split_names(v) if kind is list and isinstance(v, str) else v
     return config(**values)
 
