@@ -87,9 +87,10 @@ def weighted(value, where: str = "value") -> tuple[tuple[str, float], ...]:
         if value.strip() and not items:
             raise InputError(where, repr(value), "no name in the list (leave it out for the default)")
         pairs = [(item, *item.split(":", 1)) if ":" in item else (item, item, 1.0) for item in items]
-    else:
+    else:   # (label, name, weight); an entry that is no pair is refused below
+        entries = value.items() if isinstance(value, dict) else listed(value, where)
         pairs = [(shown(p), *p) if isinstance(p, (tuple, list)) and len(p) == 2 else (shown(p), None, None)
-                 for p in (value.items() if isinstance(value, dict) else listed(value, where))]
+                 for p in entries]
     out = []
     for label, name, weight in pairs:
         try:

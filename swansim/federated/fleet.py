@@ -229,12 +229,14 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: 
         raise InputError(WHERE, "devices", f"expected a tuple of (profile, weight), got {c.devices!r}")
     if c.devices:
         catalogue = catalogue or Catalogue.load()
+        seen: set[str] = set()
         for entry in c.devices:
             if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)):
                 raise InputError(WHERE, "devices", f"expected (profile, weight), got {entry!r}")
             name, weight = entry
-            if [d for d, _ in c.devices].count(name) > 1:
+            if name in seen:
                 raise InputError(WHERE, "devices", f"{name!r} given twice (one weight a profile)")
+            seen.add(name)
             if name not in catalogue.devices:
                 raise InputError(WHERE, "devices", f"unknown profile {name!r} (known: {', '.join(catalogue.devices)})")
             if not catalogue.devices[name].battery_capacity_j:
