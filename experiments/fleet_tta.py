@@ -9,8 +9,8 @@ summary, then ``fleet_tta.png`` (accuracy and clients online over time) and ``su
 (time and energy to the target accuracy, their ratios) under ``--out``.
 
     python experiments/fleet_tta.py [--rounds 200|paper] [--clients 2400] [--policies swan,pytorch-default]
-        [--target-accuracy 0.35] [--charger-budget traced] [--bandwidth-sigma 1.2] [--jobs 2]
-        [--no-limit] [--out results/fleet_tta]
+        [--target-accuracy 0.35] [--charger-budget traced] [--bandwidth-sigma 1.2] [--runtime pytorch]
+        [--jobs 2] [--no-limit] [--out results/fleet_tta]
 
 ``--rounds paper`` runs each task for as many rounds as the paper's fleet did (its Figs. 5-7:
 2,000 for ShuffleNetV2 and MobileNetV2, 400 for ResNet-34; `swansim.dnn.tasks.Task.paper_rounds`),
@@ -72,6 +72,9 @@ def main(argv=None) -> None:
                          "client at its network's average; default: %(default)s)")
     ap.add_argument("--no-limit", action="store_true",
                     help="lift the bound on a run's client-batches (the paper's 2,000 rounds exceed it)")
+    ap.add_argument("--runtime", default=FleetConfig.runtime,
+                    help="the runtime the phones train with: a name or a .toml file (a variant with one "
+                         "figure changed; default: %(default)s)")
     ap.add_argument("--out", default="results/fleet_tta")
     args = ap.parse_args(argv)
     args.rounds = parse_rounds(args.rounds)
@@ -83,7 +86,7 @@ def main(argv=None) -> None:
                                  per_round=args.per_round,
                                  rounds=SWAN_TASKS[task].paper_rounds if args.rounds == PAPER else args.rounds,
                                  target_accuracy=args.target_accuracy, charger_budget=args.charger_budget,
-                                 bandwidth_sigma=args.bandwidth_sigma)
+                                 bandwidth_sigma=args.bandwidth_sigma, runtime=args.runtime)
                for task in tasks}
     check_jobs(args.jobs)
     for task, cfg in configs.items():   # every task's input and checkpoint, before the first runs

@@ -269,9 +269,10 @@ class BatchModel:
                 self._memo.setdefault(k, c)
         self.misses += len(todo)
 
-    def save(self, path) -> None:
-        """Write the memo, stamped with what it was computed from (`code_fingerprint`) and with
-        its content's sha256."""
+    def save(self, path, runtime: str = "") -> None:
+        """Write the memo, stamped with what it was computed from (`code_fingerprint`, and
+        ``runtime``: `dnn.runtime.runtime_digest` of a runtime file outside the profiles) and
+        with its content's sha256."""
         import hashlib
         import pickle
 
@@ -280,11 +281,12 @@ class BatchModel:
         with _MERGE:
             items = list(self._memo.items())
         blob = pickle.dumps(items)
-        write_bytes(path, pickle.dumps((code_fingerprint(), hashlib.sha256(blob).hexdigest(), blob)))
+        write_bytes(path, pickle.dumps((code_fingerprint() + runtime, hashlib.sha256(blob).hexdigest(), blob)))
 
-    def load(self, path) -> int:
+    def load(self, path, runtime: str = "") -> int:
         """Add the costs saved at ``path`` if they were computed from this code and these
-        profiles (else nothing: they would be stale); returns how many were added. A file that is
+        profiles (and ``runtime``, as `save` stamped it; else nothing: they would be stale);
+        returns how many were added. A file that is
         not a memo, or whose content does not match its digest, is one InputError naming it."""
         import hashlib
         import pickle
@@ -300,7 +302,7 @@ class BatchModel:
         except Exception as e:
             raise InputError(str(path), "memo", f"not a batch memo ({type(e).__name__}); delete it to "
                                                 "recompute") from None
-        if stamp != code_fingerprint():
+        if stamp != code_fingerprint() + runtime:
             return 0
         if not isinstance(blob, bytes) or hashlib.sha256(blob).hexdigest() != digest:
             raise InputError(str(path), "sha256", "the memo's content does not match its digest (damaged or "

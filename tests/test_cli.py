@@ -538,6 +538,10 @@ def test_demo_command_writes_what_its_manifest_lists_and_reruns_byte_identical(s
     (["fleet", "--devices", ","], "--devices"),
     (["run", "--runtime", "ncnn"], "--runtime"),                             # an inference engine does not train
     (["landscape", "--runtime", "ncnn"], "--runtime"),                       # (--mode infer: it may)
+    (["fleet", "--runtime", "ncnn"], "--runtime"),
+    (["compare", "--runtime", "ncnn"], "--runtime"),
+    (["fleet", "--runtime", "nosuch"], "--runtime"),
+    (["fleet", "--runtime", "no/such/file.toml"], "--runtime"),
 ])
 def test_one_rule_per_input_before_any_work(argv, where, tmp_path):
     with tripwire():

@@ -215,6 +215,37 @@ def test_a_checkpoint_of_another_run_fails_before_the_prefill(tmp_path, monkeypa
     assert e.value.where.endswith("pytorch-default.log")
 
 
+def test_a_runtime_file_is_a_runtime_of_its_own(tmp_path, monkeypatch):
+    """``runtime=`` a .toml file: the phones train with it (one figure changed moves the rounds),
+    its memo is not another runtime's (the file's digest is in the memo's stamp) and a resume
+    after the file was edited is refused before any simulation."""
+    from dataclasses import replace
+
+    from swansim.dnn.runtime import RUNTIME_DIR, runtime_digest
+    from swansim.errors import InputError
+    from swansim.federated.local import run_policy_fleet
+
+    text = (RUNTIME_DIR / "pytorch.toml").read_text()
+    variant = tmp_path / "wfi.toml"
+    variant.write_text(text.replace("wake_latency_s = 0.0007\n", "wake_latency_s = 4.3e-05\n", 1))
+    assert variant.read_text() != text
+    cfg = replace(CFG, policies=("pytorch-default",), rounds=1, local_steps=2)
+    shipped, _ = run_policy_fleet(cfg, tmp_path / "shipped", jobs=1, progress=False)
+    ours, bm = run_policy_fleet(replace(cfg, runtime=str(variant)), tmp_path / "variant", jobs=1, progress=False)
+    assert {k.runtime for k in bm._memo} == {str(variant)}
+    assert (ours.rounds["round_s"] != shipped.rounds["round_s"]).all()
+    memo = tmp_path / "variant" / "batch-memo.pkl"
+    assert BatchModel().load(memo) == 0 and BatchModel().load(memo, runtime_digest(variant)) == len(bm)
+
+    def no_prefill(*args, **kwargs):
+        raise AssertionError("simulated before the checkpoint was checked")
+
+    variant.write_text(variant.read_text().replace("wake_latency_s = 4.3e-05\n", "wake_latency_s = 5e-05\n", 1))
+    monkeypatch.setattr(BatchModel, "prefill", no_prefill)
+    with pytest.raises(InputError, match="runtime file's content changed"):
+        run_policy_fleet(replace(cfg, runtime=str(variant), rounds=2), tmp_path / "variant", jobs=1, progress=False)
+
+
 def test_a_misspelt_task_is_named_as_the_model_not_as_missing_local_steps(tmp_path):
     """The generic fleet asks a model outside the paper's tasks for its local steps; the policies'
     fleet trains only those tasks, so a typo in the model is reported as one, before any work."""

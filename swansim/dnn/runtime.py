@@ -227,6 +227,35 @@ def with_paths(rt: Runtime, values: dict[str, float]) -> Runtime:
 # ---------------------------------------------------------------------------------------------
 
 
+def training_runtime(value: Any, where: str, field: str = "runtime") -> Runtime:
+    """``value`` as a runtime that trains: a shipped profile's name or a .toml file, every field
+    checked; else one InputError at ``where`` (an unknown name, a file's bad field, an
+    inference-only runtime)."""
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise InputError(where, field, f"expected a runtime's name or a .toml path, got {value!r}")
+    try:
+        rt = load_runtime(value)
+    except InputError as e:   # a name's error is about the name; a file's names the file and its field
+        raise InputError(where, field, e.reason if e.where == "runtime" else str(e)) from None
+    if not rt.trains:
+        raise InputError(where, field, f"{value}: an inference-only runtime (no backward phases): training needs "
+                                       "a backward pass")
+    return rt
+
+
+def runtime_digest(name_or_path: str | Path) -> str:
+    """What a memo or a checkpoint must add to its identity for this runtime: nothing for a
+    shipped profile, named (its file is among those `batchmodel.code_fingerprint` hashes), and
+    a file's content digest for a .toml path (a variant the user wrote: the same path edited
+    is another runtime)."""
+    import hashlib
+
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        return ""
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def load_runtime(name_or_path: str | Path) -> Runtime:
     """Load a runtime profile by name ("pytorch", "ncnn") or path, validating every field."""
     path = Path(name_or_path)

@@ -46,6 +46,7 @@ from tqdm import tqdm
 
 from swansim import checks
 from swansim.apps.synth import MAX_DAYS, MAX_USER_DAYS
+from swansim.dnn.runtime import runtime_digest, training_runtime
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
 from swansim.federated import fedavg
@@ -107,6 +108,9 @@ class FleetConfig:
                                                       "paper's traces); 'plugged', the charger's power over the "
                                                       "traced plugged-in hours (the synthetic owners' loans are repaid every night)",
                                  known=lambda: CHARGER_BUDGETS)
+    runtime: str = option("pytorch", help="the runtime the phones train with: a shipped profile's name "
+                                          "(swansim/dnn/runtimes) or a .toml file, e.g. a copy with one "
+                                          "figure changed (a sensitivity study)")
     # Swan paper: "a coordinator may share finished profiles between devices of the same model";
     # on here (assumption: every profile a client reports, first report per choice kept)
     share_profiles: bool = option(True, flag="--no-share-profiles",
@@ -225,6 +229,7 @@ def validate(config: FleetConfig, catalogue: Catalogue | None = None, no_limit: 
     if c.trace == "synthetic" and users * c.trace_days > MAX_USER_DAYS:
         raise InputError(WHERE, "trace_days", f"{users} base users x {c.trace_days} days is more than the "
                                               f"{MAX_USER_DAYS} user-days a synthetic trace may hold")
+    training_runtime(c.runtime, WHERE)
     if not isinstance(c.devices, tuple):
         raise InputError(WHERE, "devices", f"expected a tuple of (profile, weight), got {c.devices!r}")
     if c.devices:
@@ -415,7 +420,7 @@ def _identity(config: FleetConfig, policy: str) -> dict:
     from swansim.batchmodel import code_fingerprint
 
     return {"policy": policy, "config": _config_dict(config), "trace_sha256": trace_digest(config.trace),
-            "code": code_fingerprint()}
+            "runtime": runtime_digest(config.runtime), "code": code_fingerprint()}
 
 
 def check_resume(config: FleetConfig, out_dir: str | Path) -> None:
@@ -455,6 +460,7 @@ def _open_checkpoint(out: Path, config: FleetConfig, policy: str, ours: dict,
             raise InputError(where, "config", f"checkpoint of another run (differs in {', '.join(differ)}); "
                                               "use another out directory")
         for key, what in (("trace_sha256", "the trace's content changed since"),
+                          ("runtime", "the runtime file's content changed since"),
                           ("code", "the simulator's code or profiles changed since")):
             if theirs.get(key) != ours[key]:
                 raise InputError(where, key, f"{what} the checkpoint was written; use another out directory")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from swansim.batchmodel import BatchKey, BatchModel
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import enumerate_choices, pytorch_default
+from swansim.dnn.runtime import runtime_digest
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
 from swansim.federated.availability import ClientState
@@ -272,15 +273,15 @@ class MemoSaver:
     """Called after each fleet round: save the batch model's memo if it grew since the last save
     and `MEMO_SAVE_S` have passed."""
 
-    def __init__(self, batch_model: BatchModel, path, every_s: float | None = None):
-        self.batch_model, self.path = batch_model, path
+    def __init__(self, batch_model: BatchModel, path, every_s: float | None = None, runtime: str = ""):
+        self.batch_model, self.path, self.runtime = batch_model, path, runtime
         self.every_s = MEMO_SAVE_S if every_s is None else every_s
         self._size, self._at = len(batch_model), time.monotonic()
 
     def __call__(self) -> None:
         n, now = len(self.batch_model), time.monotonic()
         if n != self._size and now - self._at >= self.every_s:
-            self.batch_model.save(self.path)
+            self.batch_model.save(self.path, self.runtime)
             self._size, self._at = n, now
 
 
@@ -300,7 +301,7 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     jobs = check_jobs(jobs)
     check_run(jobs, dask_address, out_dir)
     check_resume(config, out_dir)   # a stale checkpoint fails here, not after the prefill
-    costs = PolicyCosts(BatchModel(max_entries=1 << 16))
+    costs = PolicyCosts(BatchModel(max_entries=1 << 16), runtime=config.runtime)
     for p in config.policies:
         if policy_class(p, "--policies").needs_oracle:
             raise InputError("--policies", p, "needs every phone's true latencies up front; not a fleet policy")
@@ -308,13 +309,15 @@ def run_policy_fleet(config, out_dir, jobs: int | None = None, dask_address: str
     out = checks.out_dir(out_dir)
     memo_path = out / "batch-memo.pkl"
     bm = costs.batch_model
+    runtime = runtime_digest(config.runtime)   # a memo of another runtime file is stale
     with DirLock(out):
-        bm.load(memo_path)
+        bm.load(memo_path, runtime)
         population = build_population(config)   # a bad trace fails here, before the prefill
-        bm.prefill(likely_keys(sorted(set(population.devices)), config.model, config.policies), jobs, progress)
-        bm.save(memo_path)
+        bm.prefill(likely_keys(sorted(set(population.devices)), config.model, config.policies, config.runtime),
+                   jobs, progress)
+        bm.save(memo_path, runtime)
         result = run_validated(config, costs, out, population, jobs, dask_address, progress,
-                               on_round=MemoSaver(bm, memo_path))
-        bm.save(memo_path)   # merged: what every worker simulated on the way
+                               on_round=MemoSaver(bm, memo_path, runtime=runtime))
+        bm.save(memo_path, runtime)   # merged: what every worker simulated on the way
         add_to_manifest(out, [memo_path.name])
     return result, bm

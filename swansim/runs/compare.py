@@ -69,6 +69,8 @@ class CompareConfig:
     ux: bool = option(True, flag="--no-ux", help="the Work-like benchmark runs and their ux_score_drop_pct "
                                                   "column (--no-ux: none)")
     request_batches: int = option(REQUEST_BATCHES, help="mini-batches per training request")
+    runtime: str = option("pytorch", help="the runtime the phones train with: a shipped profile's name "
+                                          "(swansim/dnn/runtimes) or a .toml file with figures changed")
     bench_passes: int | None = option(None, help="passes of the Work-like benchmark's script (default: the app "
                                                  "table's, a run as long as PCMark's Work test)")
     no_limit: bool = option(False, help="lift the bound on the total simulated time (12 h: runs x duration)")
@@ -84,7 +86,7 @@ class CompareConfig:
         combos = list(itertools.product(*[v for _, v in self.sets])) or [()]
         return [RunConfig(device=d, model=m, policy=p, duration_s=self.duration_s, trace=self.trace, user=self.user,
                           synthetic=self.synthetic, seed=self.seed, request_batches=self.request_batches,
-                          bench_passes=self.bench_passes,
+                          runtime=self.runtime, bench_passes=self.bench_passes,
                           overrides=tuple(zip(fields, combo)))
                 for d in self.devices for m in self.models for combo in combos for p in self.policies]
 

@@ -34,7 +34,7 @@ from swansim.apps.workbench import WorkBench, score, script, task_times
 from swansim.apps.ux import UxRecorder, jank_pct
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import enumerate_choices, pytorch_default
-from swansim.dnn.runtime import load_runtime
+from swansim.dnn.runtime import training_runtime
 from swansim.dnn.models import MODELS
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
@@ -87,8 +87,7 @@ class RunConfig:
             raise InputError("--model", "model", f"unknown model {self.model!r} (Swan's tasks: {', '.join(SWAN_TASKS)}; "
                                                  f"the zoo: {', '.join(m for m in MODELS if m not in SWAN_TASKS)})")
         policy_class(self.policy)
-        if not load_runtime(self.runtime).trains:
-            raise InputError("--runtime", self.runtime, "an inference-only runtime (no backward phases): a run trains")
+        training_runtime(self.runtime, "--runtime")
         if self.duration_s is None:
             if self.bench_at_s is None:
                 raise InputError("--duration", "duration_s", "a run without a duration needs a benchmark session (--bench-at)")
