@@ -1,0 +1,110 @@
+"""Fig. 2b against the A55's wake-up latency: what the fitted figure carries, and through what.
+
+The runtime's in-order wake-up (`family.inorder.wake_latency_s`, fitted at its 0.7 ms bound;
+README, "Where the model stands") set to each of ``--wake-us``, everything else as committed:
+Fig. 2b's four plotted choices (Pixel 3, ShuffleNetV2, as `swansim.runs.calibration.Fig2` keys
+them), their latency and energy above idle relative to `0123` as the paper plots them, and the
+clocks the choices run at (each cluster's time-weighted mean over the measured batch), and
+`0123` again with every clock held at its top (the performance governor). A wake-up is idle
+time on its core, so under schedutil it also pulls the little cluster's clock down, and the
+work between wake-ups slows with it: the two `0123` columns show how much of its slowness is
+the wake-ups and how much the clock they take away. Writes ``wake_sweep.csv``.
+
+    .venv/bin/python experiments/wake_sweep.py [--wake-us 43,100,200,300,500,700] [--jobs 2]
+        [--out results/wake_sweep]
+
+43 us is the A55's WFI exit in the Pixel 3's cpuidle table (kdrag0n/proton_bluecross
+sdm845-pm.dtsi), 461 us its power-collapse exit.
+"""
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+
+from swansim import checks
+from swansim.batchmodel import BatchKey, simulate_batch
+from swansim.cli import Parser, guarded
+from swansim.dnn import calibrate as cal
+from swansim.dnn.choices import parse_choice
+from swansim.dnn.runtime import load_runtime, with_paths
+from swansim.errors import InputError
+from swansim.hw.profile import Catalogue
+from swansim.pool import check_jobs, run_all
+from swansim.runs.calibration import FIG2_DEVICE
+
+MODEL = "shufflenet_v2_x2_0"
+CHOICES = ("4", "4567", "0", "0123")   # Fig. 2b's bars; 0123 is its 1.00
+WAKE = "family.inorder.wake_latency_s"
+
+
+def _one(wake_s: float, choice: str, governor: str = cal.SWAN_GOVERNOR) -> dict:
+    """One choice's batch at one wake-up, keyed as the calibration keys Fig. 2b's points (or
+    under another cpufreq governor)."""
+    spec = Catalogue.load().device(FIG2_DEVICE)
+    rt = with_paths(load_runtime("pytorch"), {WAKE: wake_s})
+    key = BatchKey(FIG2_DEVICE, MODEL, parse_choice(choice, spec.soc), governor=governor)
+    clocks: list[tuple[float, float, list[float]]] = []
+
+    def attach(dev, job) -> None:   # a probe from outside: the clocks over each power interval
+        dev.platform.probes.append(lambda t0, t1, plat: clocks.append((t0, t1, list(plat.freq_mhz))))
+
+    cost = simulate_batch(key, runtime=rt, spec=spec, record_layers=False, attach=attach)
+    end = clocks[-1][1]
+    start = end - cost.latency_s * key.batches
+    weights = [(min(b, end) - max(a, start), f) for a, b, f in clocks if min(b, end) > max(a, start)]
+    total = sum(w for w, _ in weights)
+    mean = [sum(w * f[k] for w, f in weights) / total for k in range(len(spec.soc.clusters))]
+    return {"wake_us": wake_s * 1e6, "choice": choice, "latency_s": cost.latency_s, "net_energy_j": cost.net_energy_j,
+            **{f"{c.name}_mhz": m for c, m in zip(spec.soc.clusters, mean)}}
+
+
+def main(argv=None) -> int:
+    ap = Parser(description=__doc__.splitlines()[0])
+    ap.add_argument("--wake-us", default="43,100,200,300,500,700",
+                    help="the A55's wake-up latencies to try, in microseconds, comma-separated")
+    ap.add_argument("--jobs", type=int, default=None, help="processes (default: all cores)")
+    ap.add_argument("--out", default="results/wake_sweep")
+    args = ap.parse_args(argv)
+    wakes = []
+    for text in checks.listed(args.wake_us, "--wake-us"):
+        try:
+            us = float(text)
+        except ValueError:
+            raise InputError("--wake-us", repr(text), "not a number of microseconds") from None
+        wakes.append(checks.number(us, "--wake-us", 1.0, 100_000.0, "us") * 1e-6)
+    if not wakes:
+        raise InputError("--wake-us", repr(args.wake_us), "no wake-up latency given")
+    little = f"{Catalogue.load().device(FIG2_DEVICE).soc.clusters[0].name}_mhz"
+    jobs = check_jobs(args.jobs)
+    out = checks.out_dir(args.out)
+    cells = [(w, c, cal.SWAN_GOVERNOR) for w in wakes for c in CHOICES]
+    cells += [(w, "0123", "performance") for w in wakes]   # the same wake-ups, the clocks held at their top
+    got = run_all(_one, cells, jobs, desc="wake sweep")
+    df = pd.DataFrame([r for r, (_, _, gov) in zip(got, cells) if gov == cal.SWAN_GOVERNOR])
+    top = {r["wake_us"]: r["latency_s"] for r, (_, _, gov) in zip(got, cells) if gov != cal.SWAN_GOVERNOR}
+    paper = cal.read_fig2()[MODEL]
+    rows = []
+    for wake_us, g in df.groupby("wake_us", sort=True):
+        g = g.set_index("choice")
+        rel = {c: g.at[c, "latency_s"] / g.at["0123", "latency_s"] for c in CHOICES[:3]}
+        erel = {c: g.at[c, "net_energy_j"] / g.at["0123", "net_energy_j"] for c in CHOICES[:3]}
+        rows.append({"wake_us": wake_us, "0123_s": g.at["0123", "latency_s"], "0123_top_clock_s": top[wake_us],
+                     "0_s": g.at["0", "latency_s"],
+                     **{f"lat_{c}": v for c, v in rel.items()}, **{f"energy_{c}": v for c, v in erel.items()},
+                     "0123_little_mhz": g.at["0123", little], "0_little_mhz": g.at["0", little]})
+    table = pd.DataFrame(rows)
+    table.to_csv(out / "wake_sweep.csv", index=False)
+    shown = table.assign(**{c: table[c].round().astype(int) for c in ("wake_us", "0123_little_mhz", "0_little_mhz")})
+    print(shown.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print("paper (Fig. 2b, relative to 0123): latency " +
+          ", ".join(f"{c} {paper['latency'][c]:g}" for c in CHOICES[:3]) + "; energy " +
+          ", ".join(f"{c} {paper['energy'][c]:g}" for c in CHOICES[:3]))
+    print(f"(0123_top_clock_s: 0123 under the performance governor; lat_X, energy_X: choice X's latency and "
+          f"energy above idle over 0123's; *_little_mhz: the little cluster's mean clock)\n"
+          f"wrote {out / 'wake_sweep.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(guarded(main, "wake_sweep.py"))
