@@ -397,3 +397,12 @@ def test_help_lists_every_keyword_of_the_config():
         params = inspect.signature(fn).parameters
         for f in fields(config):
             assert f.name in params and f"    {f.name} (" in fn.__doc__, (fn.__name__, f.name)
+
+
+def test_every_training_background_of_ux_trains_with_its_runtime():
+    """`swansim ux --runtime`: the baseline and the one-little-core background alike."""
+    from swansim.runs.ux import backgrounds
+
+    runs = backgrounds(("resnet34", "mobilenet_v2"), "variant.toml")
+    assert [bg.runtime for _, _, bg in runs if bg is not None] == ["variant.toml"] * 3
+    assert all(bg.runtime == "pytorch" for _, _, bg in backgrounds(("resnet34",)) if bg is not None)

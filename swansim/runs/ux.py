@@ -29,6 +29,7 @@ from swansim import checks
 from swansim.apps.ux import slowdown
 from swansim.apps.workbench import score_drop_pct
 from swansim.device import DeviceConfig
+from swansim.dnn.runtime import training_runtime
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.placement import AUTO, PLACEMENTS
@@ -58,6 +59,8 @@ class UxConfig:
                                        "one, else wakeup)", known=lambda: (AUTO, *PLACEMENTS))
     seed: int = option(0, help="first seed")
     seeds: int = option(1, help="benchmark scripts per run, seeds seed..seed+N-1")
+    runtime: str = option("pytorch", help="the runtime the background trains with: a shipped profile's name "
+                                          "(swansim/dnn/runtimes) or a .toml file with figures changed")
 
     def check(self, cat: Catalogue) -> None:
         """Every field, before any work: one InputError naming the first bad one."""
@@ -70,6 +73,7 @@ class UxConfig:
         checks.number(self.warmup_s, "--warmup-s", 0.0, 3600.0, "of seconds")
         checks.number(self.light_s, "--light-s", 0.0, 3600.0, "of seconds")
         checks.one_of(self.placement, "--placement", (AUTO, *PLACEMENTS), "placement")
+        training_runtime(self.runtime, "--runtime")
 
 
 def phones_and_tablets(cat: Catalogue) -> tuple[str, ...]:
@@ -77,11 +81,11 @@ def phones_and_tablets(cat: Catalogue) -> tuple[str, ...]:
     return tuple(n for n, d in cat.devices.items() if n != "generic-phone" and d.kind in ("phone", "tablet"))
 
 
-def backgrounds(models: Sequence[str]) -> list[tuple[str, str, TrainingBackground | None]]:
+def backgrounds(models: Sequence[str], runtime: str = "pytorch") -> list[tuple[str, str, TrainingBackground | None]]:
     """(model, placement, background) per run: none, the baseline per model, one little core."""
     runs: list[tuple[str, str, TrainingBackground | None]] = [("-", "none", None)]
-    runs += [(m, "pytorch-default", TrainingBackground(m, "pytorch-default")) for m in models]
-    runs.append((models[0], "little1", TrainingBackground(models[0], "little1")))
+    runs += [(m, "pytorch-default", TrainingBackground(m, "pytorch-default", runtime)) for m in models]
+    runs.append((models[0], "little1", TrainingBackground(models[0], "little1", runtime)))
     return runs
 
 
@@ -117,8 +121,8 @@ def run_ux(cfg: UxConfig, out: Path | str, plots: bool = True, jobs: int | None 
     seeds = list(range(cfg.seed, cfg.seed + cfg.seeds))
     refs = dict(zip(seeds, run_all(_reference, [(cfg.passes, s, cfg.placement) for s in seeds], jobs,
                                    desc="reference runs", progress=progress)))
-    plan = [(seed, d, *b) for seed in seeds for d in cfg.devices for b in backgrounds(cfg.models)]
-    light = ([(d, cat_, *b) for d in cfg.devices for b in backgrounds(cfg.models[:1]) for cat_ in LIGHT_APPS]
+    plan = [(seed, d, *b) for seed in seeds for d in cfg.devices for b in backgrounds(cfg.models, cfg.runtime)]
+    light = ([(d, cat_, *b) for d in cfg.devices for b in backgrounds(cfg.models[:1], cfg.runtime) for cat_ in LIGHT_APPS]
              if cfg.light_s > 0 else [])
     bench: dict[int, tuple] = {}
     janks: dict[int, pd.DataFrame] = {}
