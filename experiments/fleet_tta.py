@@ -104,7 +104,7 @@ def main(argv=None) -> None:
     summary.to_csv(out / "summary.csv", index=False)
     plots.fleet_curves(rounds, by_task, out / "fleet_tta.png", cfg.target_accuracy)
     cols = ["task", "policy", "time_to_target_h", "energy_to_target_j", "speedup", "energy_efficiency",
-            "mean_clients_online", "completed", "dropped", "dropped_loan"]
+            "median_round_s", "round_speedup", "mean_clients_online", "completed", "dropped", "dropped_loan"]
     print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
 
 

@@ -852,6 +852,10 @@ def test_summary_ratios_are_relative_to_the_baseline(tmp_path):
     assert s.loc["steady", "speedup"] == pytest.approx(s.loc["idle", "time_to_target_h"] / s.loc["steady", "time_to_target_h"])
     assert s.loc["steady", "energy_efficiency"] == pytest.approx(
         s.loc["idle", "energy_to_target_j"] / s.loc["steady", "energy_to_target_j"])
+    for p in ("idle", "steady"):
+        assert s.loc[p, "median_round_s"] == res.rounds.query(f"policy == '{p}'")["round_s"].median()
+    assert s.loc["idle", "round_speedup"] == 1.0
+    assert s.loc["steady", "round_speedup"] == pytest.approx(s.loc["idle", "median_round_s"] / s.loc["steady", "median_round_s"])
 
 
 def _fleet_two(tmp_path: Path, name: str = "d"):
