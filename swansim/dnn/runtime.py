@@ -227,6 +227,11 @@ def with_paths(rt: Runtime, values: dict[str, float]) -> Runtime:
 # ---------------------------------------------------------------------------------------------
 
 
+# What a command's --runtime takes, wherever a runtime trains (run, compare, ux, fleet).
+TRAINING_RUNTIME_HELP = ("the runtime it trains with: a shipped profile's name (swansim/dnn/runtimes) or a .toml "
+                         "file, e.g. a copy with figures changed (a sensitivity study)")
+
+
 def training_runtime(value: Any, where: str, field: str = "runtime") -> Runtime:
     """``value`` as a runtime that trains: a shipped profile's name or a .toml file, every field
     checked; else one InputError at ``where`` (an unknown name, a file's bad field, an

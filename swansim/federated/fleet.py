@@ -46,7 +46,7 @@ from tqdm import tqdm
 
 from swansim import checks
 from swansim.apps.synth import MAX_DAYS, MAX_USER_DAYS
-from swansim.dnn.runtime import runtime_digest, training_runtime
+from swansim.dnn.runtime import TRAINING_RUNTIME_HELP, runtime_digest, training_runtime
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
 from swansim.federated import fedavg
@@ -108,9 +108,7 @@ class FleetConfig:
                                                       "paper's traces); 'plugged', the charger's power over the "
                                                       "traced plugged-in hours (the synthetic owners' loans are repaid every night)",
                                  known=lambda: CHARGER_BUDGETS)
-    runtime: str = option("pytorch", help="the runtime the phones train with: a shipped profile's name "
-                                          "(swansim/dnn/runtimes) or a .toml file, e.g. a copy with one "
-                                          "figure changed (a sensitivity study)")
+    runtime: str = option("pytorch", help=TRAINING_RUNTIME_HELP)
     # Swan paper: "a coordinator may share finished profiles between devices of the same model";
     # on here (assumption: every profile a client reports, first report per choice kept)
     share_profiles: bool = option(True, flag="--no-share-profiles",

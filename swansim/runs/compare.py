@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from swansim import checks
+from swansim.dnn.runtime import TRAINING_RUNTIME_HELP
 from swansim.dnn.tasks import task
 from swansim.errors import InputError
 from swansim.hw.profile import DEFAULT_DEVICE, Catalogue
@@ -69,8 +70,7 @@ class CompareConfig:
     ux: bool = option(True, flag="--no-ux", help="the Work-like benchmark runs and their ux_score_drop_pct "
                                                   "column (--no-ux: none)")
     request_batches: int = option(REQUEST_BATCHES, help="mini-batches per training request")
-    runtime: str = option("pytorch", help="the runtime the phones train with: a shipped profile's name "
-                                          "(swansim/dnn/runtimes) or a .toml file with figures changed")
+    runtime: str = option("pytorch", help=TRAINING_RUNTIME_HELP)
     bench_passes: int | None = option(None, help="passes of the Work-like benchmark's script (default: the app "
                                                  "table's, a run as long as PCMark's Work test)")
     no_limit: bool = option(False, help="lift the bound on the total simulated time (12 h: runs x duration)")

@@ -29,7 +29,7 @@ from swansim import checks
 from swansim.apps.ux import slowdown
 from swansim.apps.workbench import score_drop_pct
 from swansim.device import DeviceConfig
-from swansim.dnn.runtime import training_runtime
+from swansim.dnn.runtime import TRAINING_RUNTIME_HELP, training_runtime
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.hw.profile import Catalogue, DeviceSpec
 from swansim.kernel.placement import AUTO, PLACEMENTS
@@ -59,8 +59,7 @@ class UxConfig:
                                        "one, else wakeup)", known=lambda: (AUTO, *PLACEMENTS))
     seed: int = option(0, help="first seed")
     seeds: int = option(1, help="benchmark scripts per run, seeds seed..seed+N-1")
-    runtime: str = option("pytorch", help="the runtime the background trains with: a shipped profile's name "
-                                          "(swansim/dnn/runtimes) or a .toml file with figures changed")
+    runtime: str = option("pytorch", help=TRAINING_RUNTIME_HELP)
 
     def check(self, cat: Catalogue) -> None:
         """Every field, before any work: one InputError naming the first bad one."""

@@ -34,7 +34,7 @@ from swansim.apps.workbench import WorkBench, score, script, task_times
 from swansim.apps.ux import UxRecorder, jank_pct
 from swansim.device import Device, DeviceConfig
 from swansim.dnn.choices import enumerate_choices, pytorch_default
-from swansim.dnn.runtime import training_runtime
+from swansim.dnn.runtime import TRAINING_RUNTIME_HELP, training_runtime
 from swansim.dnn.models import MODELS
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.errors import InputError
@@ -70,7 +70,7 @@ class RunConfig:
                                                  "table's, a run as long as PCMark's Work test)")
     screen_on: bool = option(False, help="the screen is on at the start (the owner holds the phone)")
     seed: int = option(0, help="seed of the owner, the apps and the runtime's jitter")
-    runtime: str = option("pytorch", help="runtime profile (swansim/dnn/runtimes)")
+    runtime: str = option("pytorch", help=TRAINING_RUNTIME_HELP)
     request_batches: int = option(REQUEST_BATCHES, help="mini-batches per training request (FedScale's local steps)")
     request_gap_s: float = option(0.0, flag="--request-gap", help="seconds between requests (0: asked again at once)")
     sample_s: float = option(1.0, help="power and thermal sampling period (s)")
