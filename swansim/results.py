@@ -161,10 +161,14 @@ def file_entries(out_dir: Path, files: Iterable[str]) -> dict[str, dict]:
 def write_manifest(out_dir: Path, config, seed: int, files: Iterable[str] = (), name: str = "manifest.json",
                    **extra) -> Path:
     """``name`` in ``out_dir``: config, seed, every file written (relative path -> size and
-    sha256), version, commit, profile checksums, and (only here) the wall-clock facts of the run."""
+    sha256), version, commit, profile checksums (and the sha256 of a runtime the config names by
+    a .toml file), and (only here) the wall-clock facts of the run."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cfg = asdict(config) if is_dataclass(config) else config
+    runtime = cfg.get("runtime") if isinstance(cfg, dict) else None
+    if isinstance(runtime, str) and runtime.endswith(".toml") and Path(runtime).is_file():
+        extra = {"runtime_sha256": sha256_of(Path(runtime)), **extra}   # a runtime file is not among the profiles
     doc = {"swansim_version": __version__, "git_commit": git_commit(), "config": cfg, "seed": seed,
            "files": file_entries(out_dir, files), "profiles_sha256": profile_checksums(), **extra,
            "python": _py_platform.python_version(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S")}

@@ -5,6 +5,7 @@ fast-forwarded with the batch model, and each fully simulated (`PolicyCost(fast_
 Round times, energy and drop-outs must agree within 2%; the carry a client leaves behind must
 stay small (the fleet checkpoints it every round).
 """
+import json
 import math
 import pickle
 
@@ -236,6 +237,9 @@ def test_a_runtime_file_is_a_runtime_of_its_own(tmp_path, monkeypatch):
     assert (ours.rounds["round_s"] != shipped.rounds["round_s"]).all()
     memo = tmp_path / "variant" / "batch-memo.pkl"
     assert BatchModel().load(memo) == 0 and BatchModel().load(memo, runtime_digest(variant)) == len(bm)
+    manifest = json.loads((tmp_path / "variant" / "manifest.json").read_text())
+    assert "sha256:" + manifest["runtime_sha256"] == runtime_digest(variant)
+    assert "runtime_sha256" not in json.loads((tmp_path / "shipped" / "manifest.json").read_text())
 
     def no_prefill(*args, **kwargs):
         raise AssertionError("simulated before the checkpoint was checked")
