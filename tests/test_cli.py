@@ -541,6 +541,7 @@ def test_demo_command_writes_what_its_manifest_lists_and_reruns_byte_identical(s
     (["fleet", "--runtime", "ncnn"], "--runtime"),
     (["compare", "--runtime", "ncnn"], "--runtime"),
     (["ux", "--runtime", "nosuch"], "--runtime"),
+    (["landscape", "--runtime", "no/such/file.toml"], "--runtime"),
     (["fleet", "--runtime", "nosuch"], "--runtime"),
     (["fleet", "--runtime", "no/such/file.toml"], "--runtime"),
 ])

@@ -232,16 +232,20 @@ TRAINING_RUNTIME_HELP = ("the runtime it trains with: a shipped profile's name (
                          "file, e.g. a copy with figures changed (a sensitivity study)")
 
 
-def training_runtime(value: Any, where: str, field: str = "runtime") -> Runtime:
-    """``value`` as a runtime that trains: a shipped profile's name or a .toml file, every field
-    checked; else one InputError at ``where`` (an unknown name, a file's bad field, an
-    inference-only runtime)."""
+def checked_runtime(value: Any, where: str, field: str = "runtime") -> Runtime:
+    """``value`` as a runtime: a shipped profile's name or a .toml file, every field checked;
+    else one InputError at ``where`` (an unknown name, a missing file, a file's bad field)."""
     if not isinstance(value, (str, Path)) or not str(value):
         raise InputError(where, field, f"expected a runtime's name or a .toml path, got {value!r}")
     try:
-        rt = load_runtime(value)
+        return load_runtime(value)
     except InputError as e:   # a name's error is about the name; a file's names the file and its field
         raise InputError(where, field, e.reason if e.where == "runtime" else str(e)) from None
+
+
+def training_runtime(value: Any, where: str, field: str = "runtime") -> Runtime:
+    """`checked_runtime`, and one that trains (not an inference-only runtime)."""
+    rt = checked_runtime(value, where, field)
     if not rt.trains:
         raise InputError(where, field, f"{value}: an inference-only runtime (no backward phases): training needs "
                                        "a backward pass")

@@ -30,7 +30,7 @@ from swansim.batchmodel import BatchKey, simulate_batch
 from swansim.device import DeviceConfig
 from swansim.dnn.choices import enumerate_choices, pytorch_default
 from swansim.dnn.models import MODELS
-from swansim.dnn.runtime import RUNTIME_DIR, load_runtime
+from swansim.dnn.runtime import checked_runtime
 from swansim.dnn.tasks import build_task
 from swansim.errors import InputError
 from swansim.hw.profile import ANDROID_GROUPS, DEFAULT_DEVICE, TOP_APP, Catalogue, DeviceSpec
@@ -70,7 +70,8 @@ class LandscapeConfig:
 
     device: str = option(DEFAULT_DEVICE, help="phone, board or SoC profile")
     model: str = option("resnet34", help="a zoo model", known=lambda: tuple(MODELS))
-    runtime: str = option("pytorch", help="runtime profile (swansim/dnn/runtimes: pytorch, ncnn)")
+    runtime: str = option("pytorch", help="runtime profile: a shipped one's name (swansim/dnn/runtimes: pytorch, "
+                                          "ncnn) or a .toml file, e.g. a copy with figures changed")
     mode: str = option("train", help="train or infer")
     batch: int | None = option(None, help="mini-batch size (default: 16 to train, 1 to infer)")
     classes: int | None = option(None, help="classes (default: the Swan task's, else 1000)")
@@ -87,8 +88,7 @@ class LandscapeConfig:
         spec = cat.device(self.device, "--device")
         soc = spec.soc
         checks.one_of(self.model, "--model", sorted(MODELS), "model")
-        checks.one_of(self.runtime, "--runtime", sorted(p.stem for p in RUNTIME_DIR.glob("*.toml")), "runtime")
-        rt = load_runtime(self.runtime)
+        rt = checked_runtime(self.runtime, "--runtime")
         checks.one_of(self.mode, "--mode", ("train", "infer"), "mode")
         if self.mode == "train" and not rt.trains:
             raise InputError("--runtime", self.runtime, "an inference-only runtime (no backward phases): "
