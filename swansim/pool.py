@@ -62,19 +62,26 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
     The pool is told to shut down first: its manager thread then drops the cancelled work before
     it sees a worker die. The other way round, Python 3.11's manager marks every queued future
     failed, raises on one the caller had cancelled and prints a traceback from its thread
-    (CPython gh-107219, fixed in 3.12)."""
+    (CPython gh-107219, fixed in 3.12). A worker ended while it wrote a result leaves the manager
+    reading the rest of that message from a pipe whose write end this process also holds, so it
+    would wait forever, and so would every caller waiting on a running future and the
+    interpreter's exit: once the workers are gone, this process closes its write end too, the
+    manager reads end-of-file and fails the futures still running (BrokenProcessPool)."""
     try:    # a second Ctrl-C must not cut the stopping short
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ValueError:   # not the main thread: it cannot take signals anyway
         previous = None
     try:
-        procs = list((getattr(pool, "_processes", None) or {}).values())   # shutdown() forgets them
+        procs = list((getattr(pool, "_processes", None) or {}).values())   # shutdown() forgets them,
+        queue = getattr(pool, "_result_queue", None)                         # and its result pipe
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in procs:
             if proc.is_alive():
                 proc.terminate()
         for proc in procs:
             proc.join(timeout=5)
+        if procs and queue is not None and not any(p.is_alive() for p in procs):
+            queue._writer.close()   # see above: the manager's read ends, not waits
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

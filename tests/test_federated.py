@@ -962,6 +962,29 @@ def test_a_clients_lookups_cache_stays_in_its_process(pop):
     assert [copy.timeline(3, 0.0).state_at(t) for t in (0.0, 5_000.0, 90_000.0)] == before
 
 
+def test_stopping_a_pool_fails_the_running_work_even_when_a_worker_died_writing_its_result():
+    """A worker ended while it wrote its result leaves the pool's manager reading the rest of
+    the message; the parent also holds the pipe's write end, so the read never ends, and nor
+    does any wait on a running future (a fleet's other policy when one failed) or the exit.
+    Seen once in CI: a fleet test hung there. The manager is put in that state by writing a
+    length and part of a message; once stopped, the running work must fail at once."""
+    import struct
+    import time
+    from concurrent.futures.process import BrokenProcessPool
+
+    from swansim.pool import new_pool, stop_pool
+
+    pool = new_pool(2)
+    futures = [pool.submit(time.sleep, 30) for _ in range(2)]
+    time.sleep(1.0)   # both run
+    pool._result_queue._writer._send(struct.pack("!i", 1000) + b"cut short")
+    time.sleep(0.3)   # the manager has read the length and waits for the rest
+    stop_pool(pool)
+    for f in futures:
+        with pytest.raises(BrokenProcessPool):
+            f.result(timeout=10)
+
+
 def test_stopping_a_pool_leaves_no_traceback_from_its_manager_thread(monkeypatch):
     """An interrupt cancels the queued work, then the pool is stopped. Python 3.11's pool
     manager marks every queued future failed when a worker dies, and raises on one already
