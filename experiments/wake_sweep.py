@@ -1,4 +1,4 @@
-"""Fig. 2b against the A55's wake-up latency: what the fitted figure carries, and through what.
+"""Fig. 2b and the SD855's depthwise gaps against the A55's wake-up latency: what the fitted figure carries.
 
 The runtime's in-order wake-up (`family.inorder.wake_latency_s`, fitted at its 0.7 ms bound;
 README, "Where the model stands") set to each of ``--wake-us``, everything else as committed:
@@ -8,7 +8,11 @@ clocks the choices run at (each cluster's time-weighted mean over the measured b
 `0123` again with every clock held at its top (the performance governor). A wake-up is idle
 time on its core, so under schedutil it also pulls the little cluster's clock down, and the
 work between wake-ups slows with it: the two `0123` columns show how much of its slowness is
-the wake-ups and how much the clock they take away. Writes ``wake_sweep.csv``.
+the wake-ups and how much the clock they take away. Then the validation shape the same figure
+carries: on the Galaxy S10e (SD855), PyTorch's default against the best pinned choice without
+a little core (whose latency no A55 wake-up touches), for ShuffleNetV2 and MobileNetV2, keyed
+as the landscape keys them (the measurements: an order of magnitude or more). Writes
+``wake_sweep.csv``.
 
     .venv/bin/python experiments/wake_sweep.py [--wake-us 43,100,200,300,500,700] [--jobs 2]
         [--out results/wake_sweep]
@@ -26,16 +30,29 @@ from swansim import checks
 from swansim.batchmodel import BatchKey, simulate_batch
 from swansim.cli import Parser, guarded
 from swansim.dnn import calibrate as cal
-from swansim.dnn.choices import parse_choice
+from swansim.dnn.choices import enumerate_choices, parse_choice, pytorch_default
 from swansim.dnn.runtime import load_runtime, with_paths
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
 from swansim.pool import check_jobs, run_all
 from swansim.runs.calibration import FIG2_DEVICE
+from swansim.runs.landscape import LandscapeConfig
 
 MODEL = "shufflenet_v2_x2_0"
 CHOICES = ("4", "4567", "0", "0123")   # Fig. 2b's bars; 0123 is its 1.00
 WAKE = "family.inorder.wake_latency_s"
+GAP_DEVICE = "galaxy-s10e"
+GAP_MODELS = {"shufflenet_v2_x2_0": "sn", "mobilenet_v2": "mn"}
+
+
+def _gap_latency(wake_s: float, model: str, choice: str) -> float:
+    """A Galaxy S10e batch keyed as a landscape row ("default": PyTorch's default)."""
+    spec = Catalogue.load().device(GAP_DEVICE)
+    rt = with_paths(load_runtime("pytorch"), {WAKE: wake_s})
+    c = pytorch_default(spec.soc) if choice == "default" else parse_choice(choice, spec.soc)
+    cfg = LandscapeConfig()
+    key = BatchKey(GAP_DEVICE, model, c, batches=cfg.batches, warmup=cfg.warmup)
+    return simulate_batch(key, runtime=rt, spec=spec, record_layers=False).latency_s
 
 
 def _one(wake_s: float, choice: str, governor: str = cal.SWAN_GOVERNOR) -> dict:
@@ -80,9 +97,15 @@ def main(argv=None) -> int:
     out = checks.out_dir(args.out)
     cells = [(w, c, cal.SWAN_GOVERNOR) for w in wakes for c in CHOICES]
     cells += [(w, "0123", "performance") for w in wakes]   # the same wake-ups, the clocks held at their top
-    got = run_all(_one, cells, jobs, desc="wake sweep")
+    got = run_all(_one, cells, jobs, desc="wake sweep: Fig. 2b")
     df = pd.DataFrame([r for r, (_, _, gov) in zip(got, cells) if gov == cal.SWAN_GOVERNOR])
     top = {r["wake_us"]: r["latency_s"] for r, (_, _, gov) in zip(got, cells) if gov != cal.SWAN_GOVERNOR}
+    soc = Catalogue.load().device(GAP_DEVICE).soc
+    pinned = [c.label for c in enumerate_choices(soc, mixed=False) if c.kind != "little"]
+    gap_cells = [(wakes[0], m, c) for m in GAP_MODELS for c in pinned] + [(w, m, "default") for w in wakes for m in GAP_MODELS]
+    gap = dict(zip(gap_cells, run_all(_gap_latency, gap_cells, jobs, desc=f"wake sweep: {GAP_DEVICE}")))
+    best = {m: min(gap[(wakes[0], m, c)] for c in pinned) for m in GAP_MODELS}
+    wake_of = {w * 1e6: w for w in wakes}   # the table's microseconds -> the seconds each cell ran at
     paper = cal.read_fig2()[MODEL]
     rows = []
     for wake_us, g in df.groupby("wake_us", sort=True):
@@ -92,7 +115,9 @@ def main(argv=None) -> int:
         rows.append({"wake_us": wake_us, "0123_s": g.at["0123", "latency_s"], "0123_top_clock_s": top[wake_us],
                      "0_s": g.at["0", "latency_s"],
                      **{f"lat_{c}": v for c, v in rel.items()}, **{f"energy_{c}": v for c, v in erel.items()},
-                     "0123_little_mhz": g.at["0123", little], "0_little_mhz": g.at["0", little]})
+                     "0123_little_mhz": g.at["0123", little], "0_little_mhz": g.at["0", little],
+                     **{f"s10e_{short}_gap": gap[(wake_of[wake_us], m, "default")] / best[m]
+                        for m, short in GAP_MODELS.items()}})
     table = pd.DataFrame(rows)
     table.to_csv(out / "wake_sweep.csv", index=False)
     shown = table.assign(**{c: table[c].round().astype(int) for c in ("wake_us", "0123_little_mhz", "0_little_mhz")})
@@ -101,8 +126,9 @@ def main(argv=None) -> int:
           ", ".join(f"{c} {paper['latency'][c]:g}" for c in CHOICES[:3]) + "; energy " +
           ", ".join(f"{c} {paper['energy'][c]:g}" for c in CHOICES[:3]))
     print(f"(0123_top_clock_s: 0123 under the performance governor; lat_X, energy_X: choice X's latency and "
-          f"energy above idle over 0123's; *_little_mhz: the little cluster's mean clock)\n"
-          f"wrote {out / 'wake_sweep.csv'}")
+          f"energy above idle over 0123's; *_little_mhz: the little cluster's mean clock; s10e_sn_gap, "
+          f"s10e_mn_gap: PyTorch's default over the best pinned choice without a little core on the {GAP_DEVICE}, "
+          f"ShuffleNetV2 and MobileNetV2)\nwrote {out / 'wake_sweep.csv'}")
     return 0
 
 
