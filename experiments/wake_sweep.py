@@ -72,8 +72,19 @@ def _one(wake_s: float, choice: str, governor: str = cal.SWAN_GOVERNOR) -> dict:
     weights = [(min(b, end) - max(a, start), f) for a, b, f in clocks if min(b, end) > max(a, start)]
     total = sum(w for w, _ in weights)
     mean = [sum(w * f[k] for w, f in weights) / total for k in range(len(spec.soc.clusters))]
-    return {"wake_us": wake_s * 1e6, "choice": choice, "latency_s": cost.latency_s, "net_energy_j": cost.net_energy_j,
+    return {"latency_s": cost.latency_s, "net_energy_j": cost.net_energy_j,
             **{f"{c.name}_mhz": m for c, m in zip(spec.soc.clusters, mean)}}
+
+
+def _gaps(wakes: list[float], jobs: int) -> list[dict[str, float]]:
+    """Per wake-up: the S10e default's latency over the best pinned choice without a little
+    core, per depthwise model (those choices are simulated once: no A55 wake-up touches them)."""
+    soc = Catalogue.load().device(GAP_DEVICE).soc
+    pinned = [c.label for c in enumerate_choices(soc, mixed=False) if c.kind != "little"]
+    cells = [(wakes[0], m, c) for m in GAP_MODELS for c in pinned] + [(w, m, "default") for w in wakes for m in GAP_MODELS]
+    got = dict(zip(cells, run_all(_gap_latency, cells, jobs, desc=f"wake sweep: {GAP_DEVICE}")))
+    best = {m: min(got[(wakes[0], m, c)] for c in pinned) for m in GAP_MODELS}
+    return [{f"s10e_{short}_gap": got[(w, m, "default")] / best[m] for m, short in GAP_MODELS.items()} for w in wakes]
 
 
 def main(argv=None) -> int:
@@ -90,38 +101,29 @@ def main(argv=None) -> int:
         except ValueError:
             raise InputError("--wake-us", repr(text), "not a number of microseconds") from None
         wakes.append(checks.number(us, "--wake-us", 1.0, 100_000.0, "us") * 1e-6)
-    if not wakes:
-        raise InputError("--wake-us", repr(args.wake_us), "no wake-up latency given")
+    if not wakes or len(set(wakes)) != len(wakes):
+        raise InputError("--wake-us", repr(args.wake_us), "give each wake-up latency once")
+    wakes.sort()
     little = f"{Catalogue.load().device(FIG2_DEVICE).soc.clusters[0].name}_mhz"
     jobs = check_jobs(args.jobs)
     out = checks.out_dir(args.out)
     cells = [(w, c, cal.SWAN_GOVERNOR) for w in wakes for c in CHOICES]
     cells += [(w, "0123", "performance") for w in wakes]   # the same wake-ups, the clocks held at their top
-    got = run_all(_one, cells, jobs, desc="wake sweep: Fig. 2b")
-    df = pd.DataFrame([r for r, (_, _, gov) in zip(got, cells) if gov == cal.SWAN_GOVERNOR])
-    top = {r["wake_us"]: r["latency_s"] for r, (_, _, gov) in zip(got, cells) if gov != cal.SWAN_GOVERNOR}
-    soc = Catalogue.load().device(GAP_DEVICE).soc
-    pinned = [c.label for c in enumerate_choices(soc, mixed=False) if c.kind != "little"]
-    gap_cells = [(wakes[0], m, c) for m in GAP_MODELS for c in pinned] + [(w, m, "default") for w in wakes for m in GAP_MODELS]
-    gap = dict(zip(gap_cells, run_all(_gap_latency, gap_cells, jobs, desc=f"wake sweep: {GAP_DEVICE}")))
-    best = {m: min(gap[(wakes[0], m, c)] for c in pinned) for m in GAP_MODELS}
-    wake_of = {w * 1e6: w for w in wakes}   # the table's microseconds -> the seconds each cell ran at
-    paper = cal.read_fig2()[MODEL]
+    got = dict(zip([(w, c, gov == cal.SWAN_GOVERNOR) for w, c, gov in cells],
+                   run_all(_one, cells, jobs, desc="wake sweep: Fig. 2b")))
     rows = []
-    for wake_us, g in df.groupby("wake_us", sort=True):
-        g = g.set_index("choice")
-        rel = {c: g.at[c, "latency_s"] / g.at["0123", "latency_s"] for c in CHOICES[:3]}
-        erel = {c: g.at[c, "net_energy_j"] / g.at["0123", "net_energy_j"] for c in CHOICES[:3]}
-        rows.append({"wake_us": wake_us, "0123_s": g.at["0123", "latency_s"], "0123_top_clock_s": top[wake_us],
-                     "0_s": g.at["0", "latency_s"],
-                     **{f"lat_{c}": v for c, v in rel.items()}, **{f"energy_{c}": v for c, v in erel.items()},
-                     "0123_little_mhz": g.at["0123", little], "0_little_mhz": g.at["0", little],
-                     **{f"s10e_{short}_gap": gap[(wake_of[wake_us], m, "default")] / best[m]
-                        for m, short in GAP_MODELS.items()}})
+    for w, gaps in zip(wakes, _gaps(wakes, jobs)):
+        g = {c: got[(w, c, True)] for c in CHOICES}
+        rows.append({"wake_us": w * 1e6, "0123_s": g["0123"]["latency_s"],
+                     "0123_top_clock_s": got[(w, "0123", False)]["latency_s"], "0_s": g["0"]["latency_s"],
+                     **{f"lat_{c}": g[c]["latency_s"] / g["0123"]["latency_s"] for c in CHOICES[:3]},
+                     **{f"energy_{c}": g[c]["net_energy_j"] / g["0123"]["net_energy_j"] for c in CHOICES[:3]},
+                     "0123_little_mhz": g["0123"][little], "0_little_mhz": g["0"][little], **gaps})
     table = pd.DataFrame(rows)
     table.to_csv(out / "wake_sweep.csv", index=False)
     shown = table.assign(**{c: table[c].round().astype(int) for c in ("wake_us", "0123_little_mhz", "0_little_mhz")})
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    paper = cal.read_fig2()[MODEL]
     print("paper (Fig. 2b, relative to 0123): latency " +
           ", ".join(f"{c} {paper['latency'][c]:g}" for c in CHOICES[:3]) + "; energy " +
           ", ".join(f"{c} {paper['energy'][c]:g}" for c in CHOICES[:3]))
