@@ -1,24 +1,26 @@
-"""Fig. 2b and the SD855's depthwise gaps against the A55's wake-up latency: what the fitted figure carries.
+"""Fig. 2b and the SD855's depthwise gaps against a core family's wake-up latency: what the fitted figure carries.
 
-The runtime's in-order wake-up (`family.inorder.wake_latency_s`, fitted at its 0.7 ms bound;
-README, "Where the model stands") set to each of ``--wake-us``, everything else as committed:
+The runtime's wake-up of ``--family`` (default ``inorder``, the A55: `family.inorder.wake_latency_s`,
+fitted at its 0.7 ms bound; README, "Where the model stands"; ``ooo`` is the Pixel 3's A75, fitted
+at 22.5 us) set to each of ``--wake-us``, everything else as committed:
 Fig. 2b's four plotted choices (Pixel 3, ShuffleNetV2, as `swansim.runs.calibration.Fig2` keys
 them), their latency and energy above idle relative to `0123` as the paper plots them, and the
 clocks the choices run at (each cluster's time-weighted mean over the measured batch), and
 `0123` again with every clock held at its top (the performance governor). A wake-up is idle
 time on its core, so under schedutil it also pulls the little cluster's clock down, and the
 work between wake-ups slows with it: the two `0123` columns show how much of its slowness is
-the wake-ups and how much the clock they take away. Then the validation shape the same figure
-carries: on the Galaxy S10e (SD855), PyTorch's default against the best pinned choice without
-a little core (whose latency no A55 wake-up touches), for ShuffleNetV2 and MobileNetV2, keyed
-as the landscape keys them (the measurements: an order of magnitude or more). Writes
-``wake_sweep.csv``.
+the wake-ups and how much the clock they take away. The big team against one big core: `4567`'s
+latency and power over `4`'s (the paper: 2.0 and 1.25). For the A55, also the validation shape
+the same figure carries: on the Galaxy S10e (SD855), PyTorch's default against the best pinned
+choice without a little core (whose latency no A55 wake-up touches), for ShuffleNetV2 and
+MobileNetV2, keyed as the landscape keys them (the measurements: an order of magnitude or
+more). Writes ``wake_sweep.csv``.
 
-    .venv/bin/python experiments/wake_sweep.py [--wake-us 43,100,200,300,500,700] [--jobs 2]
-        [--out results/wake_sweep]
+    .venv/bin/python experiments/wake_sweep.py [--family inorder|ooo] [--wake-us 43,100,200,300,500,700]
+        [--jobs 2] [--out results/wake_sweep]
 
-43 us is the A55's WFI exit in the Pixel 3's cpuidle table (kdrag0n/proton_bluecross
-sdm845-pm.dtsi), 461 us its power-collapse exit.
+43 us is the WFI exit of both the A55 and the A75 in the Pixel 3's cpuidle table
+(kdrag0n/proton_bluecross sdm845-pm.dtsi); power collapse exits in 461 us (A55) and 621 us (A75).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from swansim.runs.landscape import LandscapeConfig
 
 MODEL = "shufflenet_v2_x2_0"
 CHOICES = ("4", "4567", "0", "0123")   # Fig. 2b's bars; 0123 is its 1.00
-WAKE = "family.inorder.wake_latency_s"
+FAMILIES = ("inorder", "ooo")   # the Pixel 3's A55 and A75
 GAP_DEVICE = "galaxy-s10e"
 GAP_MODELS = {"shufflenet_v2_x2_0": "sn", "mobilenet_v2": "mn"}
 
@@ -48,18 +50,18 @@ GAP_MODELS = {"shufflenet_v2_x2_0": "sn", "mobilenet_v2": "mn"}
 def _gap_latency(wake_s: float, model: str, choice: str) -> float:
     """A Galaxy S10e batch keyed as a landscape row ("default": PyTorch's default)."""
     spec = Catalogue.load().device(GAP_DEVICE)
-    rt = with_paths(load_runtime("pytorch"), {WAKE: wake_s})
+    rt = with_paths(load_runtime("pytorch"), {"family.inorder.wake_latency_s": wake_s})
     c = pytorch_default(spec.soc) if choice == "default" else parse_choice(choice, spec.soc)
     cfg = LandscapeConfig()
     key = BatchKey(GAP_DEVICE, model, c, batches=cfg.batches, warmup=cfg.warmup)
     return simulate_batch(key, runtime=rt, spec=spec, record_layers=False).latency_s
 
 
-def _one(wake_s: float, choice: str, governor: str = cal.SWAN_GOVERNOR) -> dict:
-    """One choice's batch at one wake-up, keyed as the calibration keys Fig. 2b's points (or
-    under another cpufreq governor)."""
+def _one(family: str, wake_s: float, choice: str, governor: str = cal.SWAN_GOVERNOR) -> dict:
+    """One choice's batch at one wake-up of ``family``, keyed as the calibration keys Fig. 2b's
+    points (or under another cpufreq governor)."""
     spec = Catalogue.load().device(FIG2_DEVICE)
-    rt = with_paths(load_runtime("pytorch"), {WAKE: wake_s})
+    rt = with_paths(load_runtime("pytorch"), {f"family.{family}.wake_latency_s": wake_s})
     key = BatchKey(FIG2_DEVICE, MODEL, parse_choice(choice, spec.soc), governor=governor)
     clocks: list[tuple[float, float, list[float]]] = []
 
@@ -89,8 +91,10 @@ def _gaps(wakes: list[float], jobs: int) -> list[dict[str, float]]:
 
 def main(argv=None) -> int:
     ap = Parser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", choices=FAMILIES, default="inorder",
+                    help="whose wake-up: inorder (the A55, default) or ooo (the Pixel 3's A75)")
     ap.add_argument("--wake-us", default="43,100,200,300,500,700",
-                    help="the A55's wake-up latencies to try, in microseconds, comma-separated")
+                    help="the wake-up latencies to try, in microseconds, comma-separated")
     ap.add_argument("--jobs", type=int, default=None, help="processes (default: all cores)")
     ap.add_argument("--out", default="results/wake_sweep")
     args = ap.parse_args(argv)
@@ -107,30 +111,41 @@ def main(argv=None) -> int:
     little = f"{Catalogue.load().device(FIG2_DEVICE).soc.clusters[0].name}_mhz"
     jobs = check_jobs(args.jobs)
     out = checks.out_dir(args.out)
-    cells = [(w, c, cal.SWAN_GOVERNOR) for w in wakes for c in CHOICES]
-    cells += [(w, "0123", "performance") for w in wakes]   # the same wake-ups, the clocks held at their top
-    got = dict(zip([(w, c, gov == cal.SWAN_GOVERNOR) for w, c, gov in cells],
-                   run_all(_one, cells, jobs, desc="wake sweep: Fig. 2b")))
+    fam = args.family
+    cells = [(fam, w, c, cal.SWAN_GOVERNOR) for w in wakes for c in CHOICES]
+    cells += [(fam, w, "0123", "performance") for w in wakes]   # the same wake-ups, the clocks held at their top
+    got = dict(zip([(w, c, gov == cal.SWAN_GOVERNOR) for _, w, c, gov in cells],
+                   run_all(_one, cells, jobs, desc=f"wake sweep ({fam}): Fig. 2b")))
+    gaps = _gaps(wakes, jobs) if fam == "inorder" else [{} for _ in wakes]   # the SD855's bigs are ooo-wide
     rows = []
-    for w, gaps in zip(wakes, _gaps(wakes, jobs)):
+    for w, gap in zip(wakes, gaps):
         g = {c: got[(w, c, True)] for c in CHOICES}
+
+        def power(c: str) -> float:
+            return g[c]["net_energy_j"] / g[c]["latency_s"]
         rows.append({"wake_us": w * 1e6, "0123_s": g["0123"]["latency_s"],
                      "0123_top_clock_s": got[(w, "0123", False)]["latency_s"], "0_s": g["0"]["latency_s"],
                      **{f"lat_{c}": g[c]["latency_s"] / g["0123"]["latency_s"] for c in CHOICES[:3]},
                      **{f"energy_{c}": g[c]["net_energy_j"] / g["0123"]["net_energy_j"] for c in CHOICES[:3]},
-                     "0123_little_mhz": g["0123"][little], "0_little_mhz": g["0"][little], **gaps})
+                     "4567_over_4": g["4567"]["latency_s"] / g["4"]["latency_s"],
+                     "power_4567_over_4": power("4567") / power("4"),
+                     "0123_little_mhz": g["0123"][little], "0_little_mhz": g["0"][little], **gap})
     table = pd.DataFrame(rows)
     table.to_csv(out / "wake_sweep.csv", index=False)
     shown = table.assign(**{c: table[c].round().astype(int) for c in ("wake_us", "0123_little_mhz", "0_little_mhz")})
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     paper = cal.read_fig2()[MODEL]
-    print("paper (Fig. 2b, relative to 0123): latency " +
-          ", ".join(f"{c} {paper['latency'][c]:g}" for c in CHOICES[:3]) + "; energy " +
-          ", ".join(f"{c} {paper['energy'][c]:g}" for c in CHOICES[:3]))
-    print(f"(0123_top_clock_s: 0123 under the performance governor; lat_X, energy_X: choice X's latency and "
-          f"energy above idle over 0123's; *_little_mhz: the little cluster's mean clock; s10e_sn_gap, "
-          f"s10e_mn_gap: PyTorch's default over the best pinned choice without a little core on the {GAP_DEVICE}, "
-          f"ShuffleNetV2 and MobileNetV2)\nwrote {out / 'wake_sweep.csv'}")
+    lat, en = paper["latency"], paper["energy"]
+    print("paper (Fig. 2b, relative to 0123): latency " + ", ".join(f"{c} {lat[c]:g}" for c in CHOICES[:3]) +
+          "; energy " + ", ".join(f"{c} {en[c]:g}" for c in CHOICES[:3]) +
+          f"; 4567 over 4: latency {lat['4567'] / lat['4']:.2g}, power "
+          f"{(en['4567'] / lat['4567']) / (en['4'] / lat['4']):.3g}")
+    print(f"({fam}'s wake-up varied; 0123_top_clock_s: 0123 under the performance governor; lat_X, energy_X: "
+          f"choice X's latency and energy above idle over 0123's; 4567_over_4, power_4567_over_4: the big team's "
+          f"latency and power over one big core's; *_little_mhz: the little cluster's mean clock"
+          + (f"; s10e_sn_gap, s10e_mn_gap: PyTorch's default over the best pinned choice without a little core on "
+             f"the {GAP_DEVICE}, ShuffleNetV2 and MobileNetV2" if fam == "inorder" else "")
+          + f")\nwrote {out / 'wake_sweep.csv'}")
     return 0
 
 
