@@ -39,6 +39,7 @@ from swansim.hw.profile import Catalogue
 from swansim.pool import check_jobs, run_all
 from swansim.runs.calibration import FIG2_DEVICE
 from swansim.runs.landscape import LandscapeConfig
+from swansim.session.probes import FrequencyLog
 
 MODEL = "shufflenet_v2_x2_0"
 CHOICES = ("4", "4567", "0", "0123")   # Fig. 2b's bars; 0123 is its 1.00
@@ -63,19 +64,15 @@ def _one(family: str, wake_s: float, choice: str, governor: str = cal.SWAN_GOVER
     spec = Catalogue.load().device(FIG2_DEVICE)
     rt = with_paths(load_runtime("pytorch"), {f"family.{family}.wake_latency_s": wake_s})
     key = BatchKey(FIG2_DEVICE, MODEL, parse_choice(choice, spec.soc), governor=governor)
-    clocks: list[tuple[float, float, list[float]]] = []
+    seen = {}
 
-    def attach(dev, job) -> None:   # a probe from outside: the clocks over each power interval
-        dev.platform.probes.append(lambda t0, t1, plat: clocks.append((t0, t1, list(plat.freq_mhz))))
+    def attach(dev, job) -> None:   # a probe from outside: the clocks' change points
+        seen.update(dev=dev, log=FrequencyLog(dev))
 
     cost = simulate_batch(key, runtime=rt, spec=spec, record_layers=False, attach=attach)
-    end = clocks[-1][1]
-    start = end - cost.latency_s * key.batches
-    weights = [(min(b, end) - max(a, start), f) for a, b, f in clocks if min(b, end) > max(a, start)]
-    total = sum(w for w, _ in weights)
-    mean = [sum(w * f[k] for w, f in weights) / total for k in range(len(spec.soc.clusters))]
-    return {"latency_s": cost.latency_s, "net_energy_j": cost.net_energy_j,
-            **{f"{c.name}_mhz": m for c, m in zip(spec.soc.clusters, mean)}}
+    end = seen["dev"].env.now
+    mean = seen["log"].mean_mhz(end - cost.latency_s * key.batches, end)   # over the measured batches
+    return {"latency_s": cost.latency_s, "net_energy_j": cost.net_energy_j, **{f"{n}_mhz": f for n, f in mean.items()}}
 
 
 def _gaps(wakes: list[float], jobs: int) -> list[dict[str, float]]:

@@ -406,3 +406,14 @@ def test_every_training_background_of_ux_trains_with_its_runtime():
     runs = backgrounds(("resnet34", "mobilenet_v2"), "variant.toml")
     assert [bg.runtime for _, _, bg in runs if bg is not None] == ["variant.toml"] * 3
     assert all(bg.runtime == "pytorch" for _, _, bg in backgrounds(("resnet34",)) if bg is not None)
+
+
+def test_a_frequency_logs_mean_weighs_each_clock_by_how_long_it_held():
+    from swansim.session.probes import FrequencyLog
+
+    log = object.__new__(FrequencyLog)   # its change points as a run leaves them
+    log.names = ["little", "big"]
+    log.rows = [(0.0, "little", 1000.0), (0.0, "big", 300.0), (2.0, "little", 500.0), (2.5, "big", 2000.0)]
+    mean = log.mean_mhz(1.0, 3.0)
+    assert mean["little"] == pytest.approx((1000.0 * 1.0 + 500.0 * 1.0) / 2.0)
+    assert mean["big"] == pytest.approx((300.0 * 1.5 + 2000.0 * 0.5) / 2.0)

@@ -99,6 +99,17 @@ class FrequencyLog:
                 self._last[k] = f
                 self.rows.append((t0_s, self.names[k], f))
 
+    def mean_mhz(self, start_s: float, end_s: float) -> dict[str, float]:
+        """Each cluster's time-weighted mean frequency over ``[start_s, end_s]`` (MHz)."""
+        out = {}
+        for name in self.names:
+            steps = [(t, f) for t, n, f in self.rows if n == name]   # in time order, the first at the start
+            area = 0.0
+            for (t, f), (t_next, _) in zip(steps, steps[1:] + [(end_s, None)]):
+                area += f * max(0.0, min(t_next, end_s) - max(t, start_s))
+            out[name] = area / (end_s - start_s)
+        return out
+
 
 class CpuOccupancy:
     """A scheduler probe: when each thread held which cpu - working, or spinning at a barrier."""
