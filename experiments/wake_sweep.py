@@ -16,8 +16,14 @@ choice without a little core (whose latency no A55 wake-up touches), for Shuffle
 MobileNetV2, keyed as the landscape keys them (the measurements: an order of magnitude or
 more). Writes ``wake_sweep.csv``.
 
+With ``--background THREADS,PERIOD_MS,BURST_US``, Fig. 2b's batches run beside that many threads
+in the Pixel 3's system-background cpuset (its little cores), each waking after an exponential
+sleep of mean PERIOD_MS for BURST_US of work (`session.workloads.Bursts`): whether background
+activity on the little cores - work a team pinned there shares its cores with, and waits for at
+every barrier - slows four little threads the way Fig. 2b shows.
+
     .venv/bin/python experiments/wake_sweep.py [--family inorder|ooo] [--wake-us 43,100,200,300,500,700]
-        [--jobs 2] [--out results/wake_sweep]
+        [--background 4,4,1000] [--jobs 2] [--out results/wake_sweep]
 
 43 us is the WFI exit of both the A55 and the A75 in the Pixel 3's cpuidle table
 (kdrag0n/proton_bluecross sdm845-pm.dtsi); power collapse exits in 461 us (A55) and 621 us (A75).
@@ -40,12 +46,14 @@ from swansim.pool import check_jobs, run_all
 from swansim.runs.calibration import FIG2_DEVICE
 from swansim.runs.landscape import LandscapeConfig
 from swansim.session.probes import FrequencyLog
+from swansim.session.workloads import Bursts
 
 MODEL = "shufflenet_v2_x2_0"
 CHOICES = ("4", "4567", "0", "0123")   # Fig. 2b's bars; 0123 is its 1.00
 FAMILIES = ("inorder", "ooo")   # the Pixel 3's A55 and A75
 GAP_DEVICE = "galaxy-s10e"
 GAP_MODELS = {"shufflenet_v2_x2_0": "sn", "mobilenet_v2": "mn"}
+BACKGROUND_GROUP = "system_background"   # the Pixel 3's widest background cpuset: 0-3
 
 
 def _gap_latency(wake_s: float, model: str, choice: str) -> float:
@@ -58,9 +66,11 @@ def _gap_latency(wake_s: float, model: str, choice: str) -> float:
     return simulate_batch(key, runtime=rt, spec=spec, record_layers=False).latency_s
 
 
-def _one(family: str, wake_s: float, choice: str, governor: str = cal.SWAN_GOVERNOR) -> dict:
+def _one(family: str, wake_s: float, choice: str, governor: str = cal.SWAN_GOVERNOR,
+         background: tuple[int, float, float] | None = None) -> dict:
     """One choice's batch at one wake-up of ``family``, keyed as the calibration keys Fig. 2b's
-    points (or under another cpufreq governor)."""
+    points (or under another cpufreq governor), beside ``background`` bursts (threads, mean
+    sleep s, burst s) if given."""
     spec = Catalogue.load().device(FIG2_DEVICE)
     rt = with_paths(load_runtime("pytorch"), {f"family.{family}.wake_latency_s": wake_s})
     key = BatchKey(FIG2_DEVICE, MODEL, parse_choice(choice, spec.soc), governor=governor)
@@ -68,6 +78,8 @@ def _one(family: str, wake_s: float, choice: str, governor: str = cal.SWAN_GOVER
 
     def attach(dev, job) -> None:   # a probe from outside: the clocks' change points
         seen.update(dev=dev, log=FrequencyLog(dev))
+        if background is not None:
+            Bursts(dev, spec.cpuset(BACKGROUND_GROUP), *background, seed=key.seed)
 
     cost = simulate_batch(key, runtime=rt, spec=spec, record_layers=False, attach=attach)
     end = seen["dev"].env.now
@@ -86,15 +98,33 @@ def _gaps(wakes: list[float], jobs: int) -> list[dict[str, float]]:
     return [{f"s10e_{short}_gap": got[(w, m, "default")] / best[m] for m, short in GAP_MODELS.items()} for w in wakes]
 
 
+def _background(text: str) -> tuple[int, float, float]:
+    """``--background THREADS,PERIOD_MS,BURST_US`` as (threads, mean sleep s, burst s)."""
+    parts = checks.listed(text, "--background")
+    if len(parts) != 3:
+        raise InputError("--background", repr(text), "give THREADS,PERIOD_MS,BURST_US")
+    try:
+        threads, period_ms, burst_us = int(parts[0]), float(parts[1]), float(parts[2])
+    except ValueError:
+        raise InputError("--background", repr(text), "THREADS is a whole number, PERIOD_MS and BURST_US "
+                                                      "numbers") from None
+    return (int(checks.number(threads, "--background threads", 1, 64, "of threads")),
+            checks.number(period_ms, "--background period", 0.1, 10_000.0, "of milliseconds") / 1000.0,
+            checks.number(burst_us, "--background burst", 1.0, 1_000_000.0, "of microseconds") * 1e-6)
+
+
 def main(argv=None) -> int:
     ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", choices=FAMILIES, default="inorder",
                     help="whose wake-up: inorder (the A55, default) or ooo (the Pixel 3's A75)")
     ap.add_argument("--wake-us", default="43,100,200,300,500,700",
                     help="the wake-up latencies to try, in microseconds, comma-separated")
+    ap.add_argument("--background", default=None, metavar="THREADS,PERIOD_MS,BURST_US",
+                    help="Fig. 2b beside background threads on the little cores (see the module doc)")
     ap.add_argument("--jobs", type=int, default=None, help="processes (default: all cores)")
     ap.add_argument("--out", default="results/wake_sweep")
     args = ap.parse_args(argv)
+    background = _background(args.background) if args.background is not None else None
     wakes = []
     for text in checks.listed(args.wake_us, "--wake-us"):
         try:
@@ -109,9 +139,9 @@ def main(argv=None) -> int:
     jobs = check_jobs(args.jobs)
     out = checks.out_dir(args.out)
     fam = args.family
-    cells = [(fam, w, c, cal.SWAN_GOVERNOR) for w in wakes for c in CHOICES]
-    cells += [(fam, w, "0123", "performance") for w in wakes]   # the same wake-ups, the clocks held at their top
-    got = dict(zip([(w, c, gov == cal.SWAN_GOVERNOR) for _, w, c, gov in cells],
+    cells = [(fam, w, c, cal.SWAN_GOVERNOR, background) for w in wakes for c in CHOICES]
+    cells += [(fam, w, "0123", "performance", background) for w in wakes]   # the clocks held at their top
+    got = dict(zip([(w, c, gov == cal.SWAN_GOVERNOR) for _, w, c, gov, _ in cells],
                    run_all(_one, cells, jobs, desc=f"wake sweep ({fam}): Fig. 2b")))
     gaps = _gaps(wakes, jobs) if fam == "inorder" else [{} for _ in wakes]   # the SD855's bigs are ooo-wide
     rows = []
@@ -143,6 +173,13 @@ def main(argv=None) -> int:
           + (f"; s10e_sn_gap, s10e_mn_gap: PyTorch's default over the best pinned choice without a little core on "
              f"the {GAP_DEVICE}, ShuffleNetV2 and MobileNetV2" if fam == "inorder" else "")
           + f")\nwrote {out / 'wake_sweep.csv'}")
+    if background is not None:
+        n, period_s, burst_s = background
+        print(f"Fig. 2b's batches ran beside {n} background threads on cpus "
+              f"{','.join(map(str, Catalogue.load().device(FIG2_DEVICE).cpuset(BACKGROUND_GROUP)))} "
+              f"({BACKGROUND_GROUP}), each waking "
+              f"after {period_s * 1e3:g} ms (mean) for {burst_s * 1e6:g} us of work at the top clock"
+              + ("; the S10e gaps without them" if fam == "inorder" else ""))
     return 0
 
 

@@ -235,6 +235,9 @@ def test_one_line_error_from_a_fresh_process():
     ("where_threads_run.py", ["--choice", "48"], "--choice: '48': cpus must be distinct and below 8 on pixel3"),
     ("calibrate_runtime.py", ["--placement", "walt-bogus"], "--placement: 'walt-bogus': unknown placement"),
     ("thermal_throttling.py", ["0.1"], "--minutes: 0.1: must be a finite number of minutes from 0.5 to 600"),
+    ("wake_sweep.py", ["--background", "4,4"], "--background: '4,4': give THREADS,PERIOD_MS,BURST_US"),
+    ("wake_sweep.py", ["--background", "4,0,100"],
+     "--background period: 0.0: must be a finite number of milliseconds from 0.1 to 10000"),
 ])
 def test_an_experiment_scripts_bad_input_is_one_line(script, args, message, tmp_path):
     r = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "experiments" / script), *args],

@@ -196,3 +196,25 @@ class _Owner:
 
     def holds_until(self, t_s):
         return math.inf
+
+
+@pytest.mark.parametrize("threads, period_s, burst_s", [(1, 0.010, 0.002), (3, 0.004, 0.001)])
+def test_background_bursts_keep_their_closed_form_share_of_the_cores(threads, period_s, burst_s):
+    """At the top clock each burst thread is busy burst / (mean sleep + burst) of the time (a renewal
+    process); it runs only in its cpuset; and the same seed gives the same run."""
+    from swansim.device import Device, DeviceConfig
+    from swansim.session.workloads import Bursts
+
+    def run(seed: int) -> list[float]:
+        dev = Device(PIXEL3, DeviceConfig(governor="performance", thermal_governor="off"))
+        Bursts(dev, [0, 1], threads, period_s, burst_s, seed=seed)
+        dev.run(span_s)
+        return dev.sched.busy_s
+
+    span_s = 20.0
+    busy = run(1)
+    share = threads * burst_s / (period_s + burst_s)
+    cycles = span_s / (period_s + burst_s) * threads   # sleep-burst cycles: the share's standard error ~ 1/sqrt(cycles)
+    assert sum(busy) / span_s == pytest.approx(share, rel=4 / math.sqrt(cycles))
+    assert busy[2:] == [0.0] * (len(busy) - 2)
+    assert busy == run(1) and busy != run(2)

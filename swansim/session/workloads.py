@@ -1,7 +1,10 @@
-"""Synthetic workloads for experiments and benchmarks: sustained dense FP32 on chosen cores."""
+"""Synthetic workloads for experiments and benchmarks: sustained dense FP32 on chosen cores, and
+short bursts of background work."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
 
 if TYPE_CHECKING:
     from swansim.device import Device
@@ -35,3 +38,29 @@ class SustainedGemm:
         running = sum(self.chunk - t.remaining for t in self.threads if t.done is not None)
         return self.finished["flops"] + running
 
+
+
+class Bursts:
+    """``threads`` threads allowed on ``cpus`` (one Android cpuset), each sleeping an exponential
+    time of mean ``period_s``, then running ``burst_s`` of work (that long at the cpus' top clock,
+    longer at a lower one), for as long as the phone runs: background activity of the kind a
+    phone's services make, at figures the caller chooses (none is sourced here). At the top clock
+    each thread keeps a core busy ``burst_s / (period_s + burst_s)`` of the time.
+    """
+
+    def __init__(self, dev: "Device", cpus: Sequence[int], threads: int, period_s: float, burst_s: float,
+                 seed: int = 0):
+        self.dev = dev
+        fmax_hz = max(dev.spec.soc.cluster_of(c).fmax_mhz for c in cpus) * 1e6
+        self.cycles = burst_s * fmax_hz   # work in cycles, one a cycle on any core
+        self.speed = [1.0] * len(dev.platform.clusters)
+        self.period_s = period_s
+        self.rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(threads,)))
+        self.threads = [dev.sched.spawn(f"burst{i}", cpus, group="bursts") for i in range(threads)]
+        self.procs = [dev.env.process(self._worker(t)) for t in self.threads]
+
+    def _worker(self, t):
+        env, sched = self.dev.env, self.dev.sched
+        while True:
+            yield env.timeout(self.rng.exponential(self.period_s))
+            yield sched.run(t, self.cycles, self.speed)
