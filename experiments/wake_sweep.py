@@ -23,7 +23,7 @@ activity on the little cores - work a team pinned there shares its cores with, a
 every barrier - slows four little threads the way Fig. 2b shows.
 
     .venv/bin/python experiments/wake_sweep.py [--family inorder|ooo] [--wake-us 43,100,200,300,500,700]
-        [--background 4,4,1000] [--jobs 2] [--out results/wake_sweep]
+        [--background 4,4,1000] [--runtime pytorch|FILE.toml] [--jobs 2] [--out results/wake_sweep]
 
 43 us is the WFI exit of both the A55 and the A75 in the Pixel 3's cpuidle table
 (kdrag0n/proton_bluecross sdm845-pm.dtsi); power collapse exits in 461 us (A55) and 621 us (A75).
@@ -39,7 +39,7 @@ from swansim.batchmodel import BatchKey, simulate_batch
 from swansim.cli import Parser, guarded
 from swansim.dnn import calibrate as cal
 from swansim.dnn.choices import enumerate_choices, parse_choice, pytorch_default
-from swansim.dnn.runtime import load_runtime, with_paths
+from swansim.dnn.runtime import TRAINING_RUNTIME_HELP, load_runtime, training_runtime, with_paths
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
 from swansim.pool import check_jobs, run_all
@@ -56,23 +56,23 @@ GAP_MODELS = {"shufflenet_v2_x2_0": "sn", "mobilenet_v2": "mn"}
 BACKGROUND_GROUP = "system_background"   # the Pixel 3's widest background cpuset: 0-3
 
 
-def _gap_latency(wake_s: float, model: str, choice: str) -> float:
+def _gap_latency(runtime: str, wake_s: float, model: str, choice: str) -> float:
     """A Galaxy S10e batch keyed as a landscape row ("default": PyTorch's default)."""
     spec = Catalogue.load().device(GAP_DEVICE)
-    rt = with_paths(load_runtime("pytorch"), {"family.inorder.wake_latency_s": wake_s})
+    rt = with_paths(load_runtime(runtime), {"family.inorder.wake_latency_s": wake_s})
     c = pytorch_default(spec.soc) if choice == "default" else parse_choice(choice, spec.soc)
     cfg = LandscapeConfig()
     key = BatchKey(GAP_DEVICE, model, c, batches=cfg.batches, warmup=cfg.warmup)
     return simulate_batch(key, runtime=rt, spec=spec, record_layers=False).latency_s
 
 
-def _one(family: str, wake_s: float, choice: str, governor: str = cal.SWAN_GOVERNOR,
+def _one(runtime: str, family: str, wake_s: float, choice: str, governor: str = cal.SWAN_GOVERNOR,
          background: tuple[int, float, float] | None = None) -> dict:
     """One choice's batch at one wake-up of ``family``, keyed as the calibration keys Fig. 2b's
     points (or under another cpufreq governor), beside ``background`` bursts (threads, mean
     sleep s, burst s) if given."""
     spec = Catalogue.load().device(FIG2_DEVICE)
-    rt = with_paths(load_runtime("pytorch"), {f"family.{family}.wake_latency_s": wake_s})
+    rt = with_paths(load_runtime(runtime), {f"family.{family}.wake_latency_s": wake_s})
     key = BatchKey(FIG2_DEVICE, MODEL, parse_choice(choice, spec.soc), governor=governor)
     seen = {}
 
@@ -87,13 +87,13 @@ def _one(family: str, wake_s: float, choice: str, governor: str = cal.SWAN_GOVER
     return {"latency_s": cost.latency_s, "net_energy_j": cost.net_energy_j, **{f"{n}_mhz": f for n, f in mean.items()}}
 
 
-def _gaps(wakes: list[float], jobs: int) -> list[dict[str, float]]:
+def _gaps(runtime: str, wakes: list[float], jobs: int) -> list[dict[str, float]]:
     """Per wake-up: the S10e default's latency over the best pinned choice without a little
     core, per depthwise model (those choices are simulated once: no A55 wake-up touches them)."""
     soc = Catalogue.load().device(GAP_DEVICE).soc
     pinned = [c.label for c in enumerate_choices(soc, mixed=False) if c.kind != "little"]
     cells = [(wakes[0], m, c) for m in GAP_MODELS for c in pinned] + [(w, m, "default") for w in wakes for m in GAP_MODELS]
-    got = dict(zip(cells, run_all(_gap_latency, cells, jobs, desc=f"wake sweep: {GAP_DEVICE}")))
+    got = dict(zip(cells, run_all(_gap_latency, [(runtime, *c) for c in cells], jobs, desc=f"wake sweep: {GAP_DEVICE}")))
     best = {m: min(got[(wakes[0], m, c)] for c in pinned) for m in GAP_MODELS}
     return [{f"s10e_{short}_gap": got[(w, m, "default")] / best[m] for m, short in GAP_MODELS.items()} for w in wakes]
 
@@ -119,12 +119,14 @@ def main(argv=None) -> int:
                     help="whose wake-up: inorder (the A55, default) or ooo (the Pixel 3's A75)")
     ap.add_argument("--wake-us", default="43,100,200,300,500,700",
                     help="the wake-up latencies to try, in microseconds, comma-separated")
+    ap.add_argument("--runtime", default="pytorch", help="the PyTorch runtime swept: " + TRAINING_RUNTIME_HELP)
     ap.add_argument("--background", default=None, metavar="THREADS,PERIOD_MS,BURST_US",
                     help="Fig. 2b beside background threads on the little cores (see the module doc)")
     ap.add_argument("--jobs", type=int, default=None, help="processes (default: all cores)")
     ap.add_argument("--out", default="results/wake_sweep")
     args = ap.parse_args(argv)
     background = _background(args.background) if args.background is not None else None
+    training_runtime(args.runtime, "--runtime")
     wakes = []
     for text in checks.listed(args.wake_us, "--wake-us"):
         try:
@@ -139,11 +141,11 @@ def main(argv=None) -> int:
     jobs = check_jobs(args.jobs)
     out = checks.out_dir(args.out)
     fam = args.family
-    cells = [(fam, w, c, cal.SWAN_GOVERNOR, background) for w in wakes for c in CHOICES]
-    cells += [(fam, w, "0123", "performance", background) for w in wakes]   # the clocks held at their top
-    got = dict(zip([(w, c, gov == cal.SWAN_GOVERNOR) for _, w, c, gov, _ in cells],
+    cells = [(args.runtime, fam, w, c, cal.SWAN_GOVERNOR, background) for w in wakes for c in CHOICES]
+    cells += [(args.runtime, fam, w, "0123", "performance", background) for w in wakes]   # clocks at their top
+    got = dict(zip([(w, c, gov == cal.SWAN_GOVERNOR) for _, _, w, c, gov, _ in cells],
                    run_all(_one, cells, jobs, desc=f"wake sweep ({fam}): Fig. 2b")))
-    gaps = _gaps(wakes, jobs) if fam == "inorder" else [{} for _ in wakes]   # the SD855's bigs are ooo-wide
+    gaps = _gaps(args.runtime, wakes, jobs) if fam == "inorder" else [{} for _ in wakes]   # the SD855's bigs are ooo-wide
     rows = []
     for w, gap in zip(wakes, gaps):
         g = {c: got[(w, c, True)] for c in CHOICES}
@@ -167,7 +169,7 @@ def main(argv=None) -> int:
           "; energy " + ", ".join(f"{c} {en[c]:g}" for c in CHOICES[:3]) +
           f"; 4567 over 4: latency {lat['4567'] / lat['4']:.2g}, power "
           f"{(en['4567'] / lat['4567']) / (en['4'] / lat['4']):.3g}")
-    print(f"({fam}'s wake-up varied; 0123_top_clock_s: 0123 under the performance governor; lat_X, energy_X: "
+    print(f"({fam}'s wake-up varied in runtime {args.runtime}; 0123_top_clock_s: 0123 under the performance governor; lat_X, energy_X: "
           f"choice X's latency and energy above idle over 0123's; 4567_over_4, power_4567_over_4: the big team's "
           f"latency and power over one big core's; *_little_mhz: the little cluster's mean clock"
           + (f"; s10e_sn_gap, s10e_mn_gap: PyTorch's default over the best pinned choice without a little core on "
