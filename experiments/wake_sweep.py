@@ -76,7 +76,7 @@ def _one(runtime: str, family: str, wake_s: float, choice: str, governor: str = 
     key = BatchKey(FIG2_DEVICE, MODEL, parse_choice(choice, spec.soc), governor=governor)
     seen = {}
 
-    def attach(dev, job) -> None:   # a probe from outside: the clocks' change points
+    def attach(dev, job) -> None:   # a probe from outside (the clocks' change points), the bursts beside
         seen.update(dev=dev, log=FrequencyLog(dev))
         if background is not None:
             Bursts(dev, spec.cpuset(BACKGROUND_GROUP), *background, seed=key.seed)

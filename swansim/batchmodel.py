@@ -101,8 +101,8 @@ def simulate_batch(key: BatchKey, runtime: Runtime | None = None, spec: DeviceSp
     """The event-level simulation of ``key``'s batch (see the module doc). ``runtime`` and
     ``spec`` replace the named runtime and profile (a calibration trial, a swept figure);
     ``loops``: how per-group loops run (`dnn.training.LOOPS`); ``attach`` is called with the
-    phone and the job before anything runs, to attach probes from outside (it must not change
-    what runs)."""
+    phone and the job before anything runs, to attach probes from outside, or other work beside
+    the job for an experiment (never through `BatchModel`: a key names all that runs)."""
     return simulate_batches(key, runtime, spec, record_layers, loops, attach)[key]
 
 

@@ -333,13 +333,16 @@ class AppStreams:
     workers: np.random.Generator   # worker job intervals and amounts, in turn
 
 
+def named_stream(seed: int, name: str) -> np.random.Generator:
+    """The stream keyed by (seed, name): the same name and seed draw the same numbers in any
+    run. The key is a hash of the name (stable across processes, unlike ``hash``)."""
+    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
+    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(key,)))
+
+
 def app_streams(seed: int, name: str) -> AppStreams:
-    """Streams keyed by (seed, app name, kind): the same app and seed draw the same numbers
-    in any run. The key is a hash of the name (stable across processes, unlike ``hash``)."""
-    def stream(kind: str) -> np.random.Generator:
-        key = int.from_bytes(hashlib.sha256(f"{name}/{kind}".encode()).digest()[:8], "little")
-        return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(key,)))
-    return AppStreams(stream("bursts"), stream("frames"), stream("workers"))
+    """Streams keyed by (seed, app name, kind) (`named_stream`)."""
+    return AppStreams(*(named_stream(seed, f"{name}/{kind}") for kind in ("bursts", "frames", "workers")))
 
 
 def lognormal_factor(rng: np.random.Generator, sigma: float) -> float:

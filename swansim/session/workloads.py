@@ -2,10 +2,9 @@
 short bursts of background work."""
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
+from swansim.apps.appmodels import named_stream
 
 if TYPE_CHECKING:
     from swansim.device import Device
@@ -40,8 +39,6 @@ class SustainedGemm:
         return self.finished["flops"] + running
 
 
-_BURSTS_KEY = int.from_bytes(hashlib.sha256(b"bursts").digest()[:8], "little")
-
 
 class Bursts:
     """``threads`` threads allowed on ``cpus`` (one Android cpuset), each sleeping an exponential
@@ -58,8 +55,7 @@ class Bursts:
         self.cycles = burst_s * fmax_hz   # work in cycles, one a cycle on any core
         self.speed = [1.0] * len(dev.platform.clusters)
         self.period_s = period_s
-        # a stream of its own under the phone's seed: (seed, "bursts"), as app_streams keys apps'
-        self.rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(_BURSTS_KEY,)))
+        self.rng = named_stream(seed, "bursts")   # a stream of its own under the phone's seed
         self.threads = [dev.sched.spawn(f"burst{i}", cpus, group="bursts") for i in range(threads)]
         self.procs = [dev.env.process(self._worker(t)) for t in self.threads]
 
