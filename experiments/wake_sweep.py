@@ -16,6 +16,14 @@ choice without a little core (whose latency no A55 wake-up touches), for Shuffle
 MobileNetV2, keyed as the landscape keys them (the measurements: an order of magnitude or
 more). Writes ``wake_sweep.csv``.
 
+Per team choice, also how often its threads fell asleep per batch (``sleeps_*``: each sleep a
+futex_wait, ended by a futex_wake; averaged over the batches run, warm-up included) and what each
+sleep would have to cost on top for the choice to take the paper's latency (``need_us_*``:
+`4567` at 2.0 times `4`, `0123` at `0` over 0.11): a cost per futex call, such as a trap to
+proot's tracer (README, "Where the model stands"), would have to be of that size. ``--loops
+repeats`` runs every repeat of a per-group loop as a region of its own (the exact path, whose
+sleeps are counted one by one; the default's macro regions count theirs in closed form).
+
 With ``--background THREADS,PERIOD_MS,BURST_US``, Fig. 2b's batches run beside that many threads
 in the Pixel 3's system-background cpuset (its little cores), each waking after an exponential
 sleep of mean PERIOD_MS for BURST_US of work (`session.workloads.Bursts`): whether background
@@ -23,7 +31,8 @@ activity on the little cores - work a team pinned there shares its cores with, a
 every barrier - slows four little threads the way Fig. 2b shows.
 
     .venv/bin/python experiments/wake_sweep.py [--family inorder|ooo] [--wake-us 43,100,200,300,500,700]
-        [--background 4,4,1000] [--runtime pytorch|FILE.toml] [--jobs 2] [--out results/wake_sweep]
+        [--background 4,4,1000] [--runtime pytorch|FILE.toml] [--loops chunked|repeats] [--jobs 2]
+        [--out results/wake_sweep]
 
 43 us is the WFI exit of both the A55 and the A75 in the Pixel 3's cpuidle table
 (kdrag0n/proton_bluecross sdm845-pm.dtsi); power collapse exits in 461 us (A55) and 621 us (A75).
@@ -40,6 +49,7 @@ from swansim.cli import Parser, guarded
 from swansim.dnn import calibrate as cal
 from swansim.dnn.choices import enumerate_choices, parse_choice, pytorch_default
 from swansim.dnn.runtime import TRAINING_RUNTIME_HELP, load_runtime, training_runtime, with_paths
+from swansim.dnn.training import DEFAULT_LOOPS, LOOPS
 from swansim.errors import InputError
 from swansim.hw.profile import Catalogue
 from swansim.pool import check_jobs, run_all
@@ -67,24 +77,25 @@ def _gap_latency(runtime: str, wake_s: float, model: str, choice: str) -> float:
 
 
 def _one(runtime: str, family: str, wake_s: float, choice: str, governor: str = cal.SWAN_GOVERNOR,
-         background: tuple[int, float, float] | None = None) -> dict:
+         background: tuple[int, float, float] | None = None, loops: str = DEFAULT_LOOPS) -> dict:
     """One choice's batch at one wake-up of ``family``, keyed as the calibration keys Fig. 2b's
     points (or under another cpufreq governor), beside ``background`` bursts (threads, mean
-    sleep s, burst s) if given."""
+    sleep s, burst s) if given, its per-group loops run as ``loops``."""
     spec = Catalogue.load().device(FIG2_DEVICE)
     rt = with_paths(load_runtime(runtime), {f"family.{family}.wake_latency_s": wake_s})
     key = BatchKey(FIG2_DEVICE, MODEL, parse_choice(choice, spec.soc), governor=governor)
     seen = {}
 
     def attach(dev, job) -> None:   # a probe from outside (the clocks' change points), the bursts beside
-        seen.update(dev=dev, log=FrequencyLog(dev))
+        seen.update(dev=dev, job=job, log=FrequencyLog(dev))
         if background is not None:
             Bursts(dev, spec.cpuset(BACKGROUND_GROUP), *background, seed=key.seed)
 
-    cost = simulate_batch(key, runtime=rt, spec=spec, record_layers=False, attach=attach)
+    cost = simulate_batch(key, runtime=rt, spec=spec, record_layers=False, loops=loops, attach=attach)
     end = seen["dev"].env.now
     mean = seen["log"].mean_mhz(end - cost.latency_s * key.batches, end)   # over the measured batches
-    return {"latency_s": cost.latency_s, "net_energy_j": cost.net_energy_j, **{f"{n}_mhz": f for n, f in mean.items()}}
+    return {"latency_s": cost.latency_s, "net_energy_j": cost.net_energy_j,
+            "sleeps": seen["job"].sleeps / (key.warmup + key.batches), **{f"{n}_mhz": f for n, f in mean.items()}}
 
 
 def _gaps(runtime: str, wakes: list[float], jobs: int) -> list[dict[str, float]]:
@@ -122,6 +133,9 @@ def main(argv=None) -> int:
     ap.add_argument("--runtime", default="pytorch", help="the PyTorch runtime swept: " + TRAINING_RUNTIME_HELP)
     ap.add_argument("--background", default=None, metavar="THREADS,PERIOD_MS,BURST_US",
                     help="Fig. 2b beside background threads on the little cores (see the module doc)")
+    ap.add_argument("--loops", choices=LOOPS[1:], default=DEFAULT_LOOPS,
+                    help="how per-group loops run: chunked macro regions (the default, as everywhere) "
+                         "or every repeat a region of its own (exact sleep counts)")
     ap.add_argument("--jobs", type=int, default=None, help="processes (default: all cores)")
     ap.add_argument("--out", default="results/wake_sweep")
     args = ap.parse_args(argv)
@@ -141,9 +155,11 @@ def main(argv=None) -> int:
     jobs = check_jobs(args.jobs)
     out = checks.out_dir(args.out)
     fam = args.family
-    cells = [(args.runtime, fam, w, c, cal.SWAN_GOVERNOR, background) for w in wakes for c in CHOICES]
-    cells += [(args.runtime, fam, w, "0123", "performance", background) for w in wakes]   # clocks at their top
-    got = dict(zip([(w, c, gov == cal.SWAN_GOVERNOR) for _, _, w, c, gov, _ in cells],
+    cells = [(args.runtime, fam, w, c, cal.SWAN_GOVERNOR, background, args.loops) for w in wakes for c in CHOICES]
+    cells += [(args.runtime, fam, w, "0123", "performance", background, args.loops) for w in wakes]   # clocks at top
+    paper = cal.read_fig2()[MODEL]
+    lat, en = paper["latency"], paper["energy"]
+    got = dict(zip([(w, c, gov == cal.SWAN_GOVERNOR) for _, _, w, c, gov, _, _ in cells],
                    run_all(_one, cells, jobs, desc=f"wake sweep ({fam}): Fig. 2b")))
     gaps = _gaps(args.runtime, wakes, jobs) if fam == "inorder" else [{} for _ in wakes]   # the SD855's bigs are ooo-wide
     rows = []
@@ -158,20 +174,27 @@ def main(argv=None) -> int:
                      **{f"energy_{c}": g[c]["net_energy_j"] / g["0123"]["net_energy_j"] for c in CHOICES[:3]},
                      "4567_over_4": g["4567"]["latency_s"] / g["4"]["latency_s"],
                      "power_4567_over_4": power("4567") / power("4"),
+                     "sleeps_4567": g["4567"]["sleeps"], "sleeps_0123": g["0123"]["sleeps"],
+                     "need_us_4567": 1e6 * (lat["4567"] / lat["4"] * g["4"]["latency_s"] - g["4567"]["latency_s"])
+                     / g["4567"]["sleeps"],
+                     "need_us_0123": 1e6 * (lat["0123"] / lat["0"] * g["0"]["latency_s"] - g["0123"]["latency_s"])
+                     / g["0123"]["sleeps"],
                      "0123_little_mhz": g["0123"][little], "0_little_mhz": g["0"][little], **gap})
     table = pd.DataFrame(rows)
     table.to_csv(out / "wake_sweep.csv", index=False)
-    shown = table.assign(**{c: table[c].round().astype(int) for c in ("wake_us", "0123_little_mhz", "0_little_mhz")})
+    shown = table.assign(**{c: table[c].round().astype(int) for c in ("wake_us", "0123_little_mhz", "0_little_mhz",
+                                                                      "sleeps_4567", "sleeps_0123")})
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
-    paper = cal.read_fig2()[MODEL]
-    lat, en = paper["latency"], paper["energy"]
     print("paper (Fig. 2b, relative to 0123): latency " + ", ".join(f"{c} {lat[c]:g}" for c in CHOICES[:3]) +
           "; energy " + ", ".join(f"{c} {en[c]:g}" for c in CHOICES[:3]) +
           f"; 4567 over 4: latency {lat['4567'] / lat['4']:.2g}, power "
           f"{(en['4567'] / lat['4567']) / (en['4'] / lat['4']):.3g}")
     print(f"({fam}'s wake-up varied in runtime {args.runtime}; 0123_top_clock_s: 0123 under the performance governor; lat_X, energy_X: "
           f"choice X's latency and energy above idle over 0123's; 4567_over_4, power_4567_over_4: the big team's "
-          f"latency and power over one big core's; *_little_mhz: the little cluster's mean clock"
+          f"latency and power over one big core's; sleeps_X: choice X's threads falling asleep per batch "
+          f"(futex_wait); need_us_X: what each such sleep would have to cost on top for the paper's latency "
+          f"(4567 at {lat['4567'] / lat['4']:.2g} times 4, 0123 at 0 over {lat['0']:g}); "
+          f"*_little_mhz: the little cluster's mean clock"
           + (f"; s10e_sn_gap, s10e_mn_gap: PyTorch's default over the best pinned choice without a little core on "
              f"the {GAP_DEVICE}, ShuffleNetV2 and MobileNetV2" if fam == "inorder" else "")
           + f")\nwrote {out / 'wake_sweep.csv'}")

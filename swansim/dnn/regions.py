@@ -451,6 +451,7 @@ class RegionTime:
     duration: float
     busy: list[float]        # per team member: running or spinning
     arrive: list[float]      # per team member: when it last arrived at the join (its idle gap starts)
+    sleeps: float = 0.0      # threads that fell asleep within the region (each a futex_wait, then a wake-up)
 
 
 @lru_cache(maxsize=None)
@@ -479,12 +480,13 @@ class _Timing:
         self.wake = [fam[i].wake_latency_s for i in range(n)]
         self.futex = [rt.futex_wake_instructions / ipc[i] / f_hz[i] for i in range(n)]
 
-    def one(self, gaps: Sequence[float]) -> tuple[float, list[float], list[float]]:
-        """One repeat given each worker's wait before the fork: (duration, busy, arrivals)."""
+    def one(self, gaps: Sequence[float]) -> tuple[float, list[float], list[float], int, bool]:
+        """One repeat given each worker's wait before the fork: (duration, busy, arrivals, the
+        workers asleep at its fork), and whether the master slept at its join."""
         n, base, spin, wake, futex, t_ser = self.n, self.base, self.spin, self.wake, self.futex, self.t_ser
         if n == 1:
             d = t_ser + base[0]
-            return d, [d], [d]
+            return d, [d], [d], 0, False
         asleep = [False] + [gaps[i] > spin[i] for i in range(1, n)]
         m = sum(asleep)
         fork = t_ser + m * futex[0]
@@ -499,14 +501,14 @@ class _Timing:
         done = max(done, t_ser + self.t_mem)
         busy = [done - ((wait0 - spin[0] + futex[last_i] + wake[0]) if master_sleeps else 0.0)]
         busy += [min(gaps[i], spin[i]) + base[i] for i in range(1, n)]
-        return done, busy, end
+        return done, busy, end, m, master_sleeps
 
-    def steady(self, d: float, end: Sequence[float]) -> tuple[float, list[float], list[float]]:
+    def steady(self, d: float, end: Sequence[float]) -> tuple[float, list[float], list[float], int, bool]:
         """A repeat after a repeat that took ``d`` with arrivals ``end``: the steady state."""
         for _ in range(2):   # the per-repeat gap settles at once; a second pass for safety
             gaps = [0.0] + [d - end[i] + self.t_ser for i in range(1, self.n)]
-            d, busy, end = self.one(gaps)
-        return d, busy, end
+            d, busy, end, m, master_sleeps = self.one(gaps)
+        return d, busy, end, m, master_sleeps
 
 
 def time_region(view: SocView, r: Region, kc: Sequence[int], f_hz: Sequence[float],
@@ -518,12 +520,12 @@ def time_region(view: SocView, r: Region, kc: Sequence[int], f_hz: Sequence[floa
     steady gap: the rest of the previous repeat's join plus the master's serial part.
     """
     t = _Timing(view, r, kc, f_hz, bw_bytes_s)
-    d1, b1, e1 = t.one(first_gap)
+    d1, b1, e1, _, slept1 = t.one(first_gap)   # workers asleep at the first fork slept before the region
     if r.repeat == 1:
-        return RegionTime(d1, b1, e1)
-    ds, bs, es = t.steady(d1, e1)
+        return RegionTime(d1, b1, e1, float(slept1))
+    ds, bs, es, m, slept = t.steady(d1, e1)
     n = len(r.team)
     total = d1 + (r.repeat - 1) * ds
     busy = [b1[i] + (r.repeat - 1) * bs[i] for i in range(n)]
     arrive = [total - ds + es[i] for i in range(n)]
-    return RegionTime(total, busy, arrive)
+    return RegionTime(total, busy, arrive, slept1 + (r.repeat - 1) * (m + slept))

@@ -173,6 +173,7 @@ class TrainingJob:
         # the team a region runs on (`_region`): the OpenMP team unless NNPACK's pool stands in
         self._omp = self._team = _Pool(self.pool, self._workers, self._spin_cyc, self.view, 0)
         self.migrations = 0
+        self.sleeps = 0.0   # a thread of the job fell asleep (each a futex_wait, and later a futex_wake)
         self._started = False
         self.batch_rows: list[tuple] = []
         self.layer_rows: list[tuple] = []
@@ -333,6 +334,7 @@ class TrainingJob:
         if spin_s <= 0:
             self.sched.stop(th)
             w.state = "sleep"
+            self.sleeps += 1
             return
         w.state = "spin"
         if not th.runnable:
@@ -344,6 +346,7 @@ class TrainingJob:
         if w.token == tok and w.state == "spin":
             self.sched.stop(th)
             w.state = "sleep"
+            self.sleeps += 1
 
     @staticmethod
     def _cpu_of(th) -> int:
@@ -492,6 +495,7 @@ class TrainingJob:
             gaps.append(math.inf if was == "sleep" else 0.0)
         bw = self.soc.dram_bandwidth_gbps * 1e9
         t = time_region(self._team.view, r, k, f, gaps, bw)
+        self.sleeps += t.sleeps
         busy = [t.busy[i] * f[i] for i in range(n)]
         idle = [max(0.0, t.duration - t.busy[i]) if i == 0 else max(0.0, t.arrive[i] - t.busy[i])
                 for i in range(n)]
@@ -559,6 +563,7 @@ class TrainingJob:
         if join.token == tok:
             self.sched.stop(self.pool[0])
             join.asleep = True
+            self.sleeps += 1
 
     # -- the BLAS pool ----------------------------------------------------------------------
 
@@ -655,6 +660,7 @@ class TrainingJob:
                   + turns * self.runtime.futex_wake_instructions / c.scalar_ipc
                   for k, c in enumerate(self.soc.clusters)]
         waiters = self._team.threads[:callers]
+        self.sleeps += turns
         sleep_s = turns * sum(self._wake_latency_of(th) for th in waiters) / len(waiters)
         return _Work(self.pool[0], 1.0, tuple(1.0 / c for c in cycles), idle_s_per_unit=sleep_s)
 
