@@ -9,11 +9,15 @@ regions of at most `dnn.training.MACRO_REPEATS` repeats. This script runs the sa
 per phone, task and choice, the latency and energy of each path and their ratio to ``repeats``;
 then PyTorch's default against the fastest pinned choice of the table under each path (the
 landscape's gap). ResNet-34 has no grouped convolution: every path is the same run, so it is
-left out.
+left out. Per path also how often the job's threads fell asleep per batch (``sleeps_*``, each a
+futex_wait: the macro regions count theirs in closed form, where a worker's gap between repeats
+against its spin budget decides), and with ``--runtime FILE.toml`` the paths at a variant of
+the runtime (the fast path is fitted at the committed values; away from them it can decide the
+other way: DESIGN.md, the per-group loop).
 
     python experiments/macro_check.py [--devices pixel3,galaxy-s10e,oneplus8]
-        [--models shufflenet_v2_x2_0,mobilenet_v2] [--choices default,4,4567,0123] [--jobs 2]
-        [--out results/macro_check]
+        [--models shufflenet_v2_x2_0,mobilenet_v2] [--choices default,4,4567,0123]
+        [--runtime pytorch|FILE.toml] [--jobs 2] [--out results/macro_check]
 
 Every number is `swansim.batchmodel.simulate_batch` (one warm-up and one measured batch, batch
 16, schedutil, top-app); the repeat-by-repeat run costs about 10x the macro one.
@@ -28,6 +32,7 @@ from swansim import checks
 from swansim.batchmodel import BatchKey, simulate_batch
 from swansim.cli import Parser, guarded
 from swansim.dnn.choices import parse_choice, pytorch_default
+from swansim.dnn.runtime import TRAINING_RUNTIME_HELP, load_runtime, training_runtime
 from swansim.dnn.tasks import SWAN_TASKS
 from swansim.dnn.training import LOOPS
 from swansim.hw.profile import Catalogue
@@ -35,19 +40,24 @@ from swansim.pool import run_all
 from swansim.results import write_csv
 
 
-def one(device: str, model: str, label: str, path: str) -> dict:
+def one(device: str, model: str, label: str, path: str, runtime: str = "pytorch") -> dict:
     """One batch (a pool worker)."""
     soc = Catalogue.load().device(device).soc
     choice = pytorch_default(soc) if label == "default" else parse_choice(label, soc)
-    cost = simulate_batch(BatchKey(device, model, choice), record_layers=False, loops=path)
+    key = BatchKey(device, model, choice)
+    seen = {}
+    cost = simulate_batch(key, runtime=load_runtime(runtime), record_layers=False, loops=path,
+                          attach=lambda dev, job: seen.update(job=job))
     return {"device": device, "model": model, "choice": label, "path": path,
-            "latency_s": cost.latency_s, "energy_j": cost.net_energy_j}
+            "latency_s": cost.latency_s, "energy_j": cost.net_energy_j,
+            "sleeps": seen["job"].sleeps / (key.warmup + key.batches)}
 
 
 def compare(rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per case the paths side by side; per phone and task the default's gap under each."""
     df = pd.DataFrame(rows)
-    wide = df.pivot_table(index=["device", "model", "choice"], columns="path", values=["latency_s", "energy_j"])
+    wide = df.pivot_table(index=["device", "model", "choice"], columns="path",
+                          values=["latency_s", "energy_j", "sleeps"])
     wide.columns = [f"{m}_{p}" for m, p in wide.columns]
     for path in LOOPS:
         if path != "repeats":
@@ -74,9 +84,11 @@ def main(argv=None) -> None:
     ap.add_argument("--devices", default="pixel3,galaxy-s10e,oneplus8")
     ap.add_argument("--models", default="shufflenet_v2_x2_0,mobilenet_v2")
     ap.add_argument("--choices", default="default,4,4567,0123")
+    ap.add_argument("--runtime", default="pytorch", help="the PyTorch runtime: " + TRAINING_RUNTIME_HELP)
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--out", default="results/macro_check")
     args = ap.parse_args(argv)
+    training_runtime(args.runtime, "--runtime")
     cat = Catalogue.load()
     devices = checks.names(checks.listed(args.devices), "--devices", cat.names, "device")
     models = checks.names(checks.listed(args.models), "--models", SWAN_TASKS, "model")
@@ -86,7 +98,7 @@ def main(argv=None) -> None:
             if label != "default":
                 parse_choice(label, cat.device(d).soc)
     out = checks.out_dir(args.out)
-    cases = [(d, m, c, path) for d in devices for m in models for c in labels for path in LOOPS]
+    cases = [(d, m, c, path, args.runtime) for d in devices for m in models for c in labels for path in LOOPS]
     rows = run_all(one, cases, args.jobs, desc="batches")
     wide, gaps = compare(rows)
     write_csv(wide, out / "paths.csv")

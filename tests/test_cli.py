@@ -237,6 +237,8 @@ def test_one_line_error_from_a_fresh_process():
     ("thermal_throttling.py", ["0.1"], "--minutes: 0.1: must be a finite number of minutes from 0.5 to 600"),
     ("wake_sweep.py", ["--background", "4,4"], "--background: '4,4': give THREADS,PERIOD_MS,BURST_US"),
     ("wake_sweep.py", ["--runtime", "nosuch"], "--runtime: runtime: unknown runtime 'nosuch'"),
+    ("wake_sweep.py", ["--loops", "macro"], "--loops: 'macro': not one of 'chunked', 'repeats'"),
+    ("macro_check.py", ["--runtime", "nosuch"], "--runtime: runtime: unknown runtime 'nosuch'"),
     ("wake_sweep.py", ["--background", "4,0,100"],
      "--background period: 0.0: must be a finite number of milliseconds from 0.1 to 10000"),
 ])

@@ -670,21 +670,22 @@ def test_ledger_lists_every_figure_with_its_role():
 # -- the per-group loop's fast path against the loop run repeat by repeat (experiments/macro_check.py)
 
 @functools.lru_cache(maxsize=None)   # the repeat-by-repeat runs (5-7 s each) serve several tests
-def _run(device: str, model: str, label: str, loops: str):
-    """One cold batch: its cost, and how often the job's threads fell asleep in it."""
+def _run(device: str, model: str, label: str, loops: str, warm: bool = False):
+    """One cold batch (``warm``: one after a warm-up batch): its cost, and how often the job's
+    threads fell asleep in all it ran."""
     from swansim.batchmodel import BatchKey, simulate_batch
     from swansim.dnn.choices import parse_choice, pytorch_default
 
     soc = Catalogue.load().device(device).soc
     choice = pytorch_default(soc) if label == "default" else parse_choice(label, soc)
     seen = {}
-    cost = simulate_batch(BatchKey(device, model, choice, warmup=0, batches=1), record_layers=False,
+    cost = simulate_batch(BatchKey(device, model, choice, warmup=int(warm), batches=1), record_layers=False,
                           loops=loops, attach=lambda dev, job: seen.update(job=job))
     return cost, seen["job"].sleeps
 
 
-def _batch(device: str, model: str, label: str, loops: str):
-    return _run(device, model, label, loops)[0]
+def _batch(device: str, model: str, label: str, loops: str, warm: bool = False):
+    return _run(device, model, label, loops, warm)[0]
 
 
 def test_a_model_without_grouped_convolutions_runs_the_same_either_way():
@@ -700,6 +701,17 @@ def test_the_chunked_fast_path_tracks_the_repeats_beside_the_blas_spinners(label
     repeats = _batch("pixel3", "shufflenet_v2_x2_0", label, "repeats")
     assert chunked.latency_s == pytest.approx(repeats.latency_s, rel=0.15)
     assert chunked.net_energy_j == pytest.approx(repeats.net_energy_j, rel=0.15)
+
+
+@pytest.mark.xfail(strict=True, reason="the chunked path tracks the default's cold batch on the Pixel 3 (6.83 vs "
+                   "6.33 s) but not a warm one, the kind every landscape cell and the fleet measure: 7.15 vs 5.96 s "
+                   "(+20%; MobileNetV2 8.12 vs 7.04 s, +15%; the Galaxy S10e's within 3%), so the Pixel 3's "
+                   "default-over-best gaps read 2.80 and 2.39 where the loop run repeat by repeat gives 2.34 and 2.08 "
+                   "(experiments/macro_check.py, 2026-12-05); not found why")
+def test_the_chunked_fast_path_tracks_the_defaults_warm_batch():
+    chunked = _batch("pixel3", "shufflenet_v2_x2_0", "default", "chunked", warm=True)
+    repeats = _batch("pixel3", "shufflenet_v2_x2_0", "default", "repeats", warm=True)
+    assert chunked.latency_s == pytest.approx(repeats.latency_s, rel=0.10)
 
 
 def test_the_fast_path_counts_the_sleeps_of_a_little_team_as_its_repeats_do():
