@@ -109,6 +109,12 @@ def _gaps(runtime: str, wakes: list[float], jobs: int) -> list[dict[str, float]]
     return [{f"s10e_{short}_gap": got[(w, m, "default")] / best[m] for m, short in GAP_MODELS.items()} for w in wakes]
 
 
+def _per_sleep_us(target_s: float, got: dict) -> float:
+    """What each of a run's sleeps would have to cost on top for its batch to take ``target_s``
+    (us; NaN if its threads never slept)."""
+    return 1e6 * (target_s - got["latency_s"]) / got["sleeps"] if got["sleeps"] else float("nan")
+
+
 def _background(text: str) -> tuple[int, float, float]:
     """``--background THREADS,PERIOD_MS,BURST_US`` as (threads, mean sleep s, burst s)."""
     parts = checks.listed(text, "--background")
@@ -175,10 +181,8 @@ def main(argv=None) -> int:
                      "4567_over_4": g["4567"]["latency_s"] / g["4"]["latency_s"],
                      "power_4567_over_4": power("4567") / power("4"),
                      "sleeps_4567": g["4567"]["sleeps"], "sleeps_0123": g["0123"]["sleeps"],
-                     "need_us_4567": 1e6 * (lat["4567"] / lat["4"] * g["4"]["latency_s"] - g["4567"]["latency_s"])
-                     / g["4567"]["sleeps"],
-                     "need_us_0123": 1e6 * (lat["0123"] / lat["0"] * g["0"]["latency_s"] - g["0123"]["latency_s"])
-                     / g["0123"]["sleeps"],
+                     "need_us_4567": _per_sleep_us(lat["4567"] / lat["4"] * g["4"]["latency_s"], g["4567"]),
+                     "need_us_0123": _per_sleep_us(lat["0123"] / lat["0"] * g["0"]["latency_s"], g["0123"]),
                      "0123_little_mhz": g["0123"][little], "0_little_mhz": g["0"][little], **gap})
     table = pd.DataFrame(rows)
     table.to_csv(out / "wake_sweep.csv", index=False)

@@ -704,7 +704,7 @@ def test_the_chunked_fast_path_tracks_the_repeats_beside_the_blas_spinners(label
 
 
 @pytest.mark.xfail(strict=True, reason="the chunked path tracks the default's cold batch on the Pixel 3 (6.83 vs "
-                   "6.33 s) but not a warm one, the kind every landscape cell and the fleet measure: 7.15 vs 5.96 s "
+                   "6.33 s) but not a warm one, the kind the landscape measures: 7.15 vs 5.96 s "
                    "(+20%; MobileNetV2 8.12 vs 7.04 s, +15%; the Galaxy S10e's within 3%), so the Pixel 3's "
                    "default-over-best gaps read 2.80 and 2.39 where the loop run repeat by repeat gives 2.34 and 2.08 "
                    "(experiments/macro_check.py, 2026-12-05): repeat by repeat the team settles with its workers on big "
