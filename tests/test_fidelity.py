@@ -707,9 +707,9 @@ def test_the_chunked_fast_path_tracks_the_repeats_beside_the_blas_spinners(label
                    "6.33 s) but not a warm one, the kind the landscape measures: 7.15 vs 5.96 s "
                    "(+20%; MobileNetV2 8.12 vs 7.04 s, +15%; the Galaxy S10e's within 3%), so the Pixel 3's "
                    "default-over-best gaps read 2.80 and 2.39 where the loop run repeat by repeat gives 2.34 and 2.08 "
-                   "(experiments/macro_check.py, 2026-12-05): repeat by repeat the team settles with its workers on big "
-                   "cores, where they spin through a depthwise loop; as macro regions it is placed anew only every 16 "
-                   "repeats, its threads on little cores in a quarter of them (DESIGN.md, the per-group loop)")
+                   "(experiments/macro_check.py, 2026-12-05): beside OpenBLAS's spinners, repeat by repeat the woken "
+                   "workers take a big CPU each and spin through a depthwise loop; as macro regions they enter as mostly "
+                   "idle work and are packed onto one CPU (DESIGN.md, the per-group loop)")
 def test_the_chunked_fast_path_tracks_the_defaults_warm_batch():
     chunked = _batch("pixel3", "shufflenet_v2_x2_0", "default", "chunked", warm=True)
     repeats = _batch("pixel3", "shufflenet_v2_x2_0", "default", "repeats", warm=True)
