@@ -39,7 +39,6 @@ class SustainedGemm:
         return self.finished["flops"] + running
 
 
-
 class Bursts:
     """``threads`` threads allowed on ``cpus`` (one Android cpuset), each sleeping an exponential
     time of mean ``period_s``, then running ``burst_s`` of work (that long at the cpus' top clock,
